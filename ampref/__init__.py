@@ -1,0 +1,28 @@
+"""ampref: the executable reference for automatic mixed precision numerics."""
+
+from __future__ import annotations
+
+from .cast import as_ml_dtype, decode, encode, quantize, value_table
+from .formats import FORMATS, Encoding, Format, format_names, get_format
+from .rounding import RoundingMode, get_rounding
+
+__version__ = "0.1.0"
+
+float32 = FORMATS["float32"]
+float16 = FORMATS["float16"]
+bfloat16 = FORMATS["bfloat16"]
+tf32 = FORMATS["tf32"]
+float8_e4m3fn = FORMATS["float8_e4m3fn"]
+float8_e5m2 = FORMATS["float8_e5m2"]
+float8_e4m3fnuz = FORMATS["float8_e4m3fnuz"]
+float8_e5m2fnuz = FORMATS["float8_e5m2fnuz"]
+float8_e8m0fnu = FORMATS["float8_e8m0fnu"]
+float6_e2m3fn = FORMATS["float6_e2m3fn"]
+float6_e3m2fn = FORMATS["float6_e3m2fn"]
+float4_e2m1fn = FORMATS["float4_e2m1fn"]
+
+__all__ = [
+    "FORMATS", "Encoding", "Format", "RoundingMode", "as_ml_dtype", "decode", "encode",
+    "format_names", "get_format", "get_rounding", "quantize", "value_table",
+    *FORMATS,
+]

@@ -1,0 +1,497 @@
+"""Correctly rounded casts to any :class:`~ampref.formats.Format`: quantize, encode, decode.
+
+Every kernel works on the unsigned-integer bit view of the source (uint32 for
+float32, uint64 for float64) with explicit masks for NaN, inf, zero, subnormal and
+overflow. Nothing here relies on float arithmetic, out-of-range float->int casts or
+subnormal float behaviour, so a CuPy port with the same integer recipe produces the
+same bits. Clause IDs refer to ``specs/formats.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .formats import Encoding, Format, get_format
+from .rounding import RoundingMode, get_rounding
+from .srhash import check_seed, random_bits
+
+__all__ = ["quantize", "encode", "decode", "as_ml_dtype", "value_table"]
+
+_CHUNK = 32768  # elements per kernel pass: keeps every temporary in L2 cache
+_VIA_CHOICES = (None, "float32")
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Bit layout of a source float type (IEEE binary32 or binary64)."""
+
+    dtype: Any
+    udtype: Any
+    width: int
+    mant: int
+    bias: int
+
+    @property
+    def minexp(self) -> int:
+        return 1 - self.bias
+
+
+_F32 = _Source(np.float32, np.uint32, 32, 23, 127)
+_F64 = _Source(np.float64, np.uint64, 64, 52, 1023)
+
+
+# --------------------------------------------------------------------------------------
+# Rounding a non-negative integer significand by a right shift (FMT-RND-001..007)
+# --------------------------------------------------------------------------------------
+def _round_shift(sig: Any, d: Any, dtrue: Any, rnd: RoundingMode, neg: Any,
+                 rbits: Any) -> Any:
+    """round(sig / 2^d) in direction ``rnd`` for magnitudes; ``neg`` marks negative inputs.
+
+    ``d`` >= 1 is the (possibly capped) shift; ``dtrue`` the uncapped one, needed only
+    by stochastic rounding, whose probability is floor(frac * 2^32) / 2^32 with frac
+    the discarded fraction of the quantum (FMT-SR-001).
+    """
+    one = sig.dtype.type(1)
+    if rnd is RoundingMode.TOWARD_ZERO:
+        return sig >> d
+    if rnd is RoundingMode.NEAREST_EVEN:
+        # add half-1, plus 1 if the kept part is odd: ties then carry only from odd
+        t = sig >> d
+        t &= one
+        t += (one << (d - one)) - one
+        t += sig
+        t >>= d
+        return t
+    if rnd is RoundingMode.NEAREST_AWAY:
+        return (sig + (one << (d - one))) >> d
+    if rnd in (RoundingMode.TOWARD_POSITIVE, RoundingMode.TOWARD_NEGATIVE):
+        away = neg if rnd is RoundingMode.TOWARD_NEGATIVE else ~neg
+        return (sig + np.where(away, (one << d) - one, sig.dtype.type(0))) >> d
+    q = sig >> d
+    rem = sig - (q << d)
+    if rnd is RoundingMode.ODD:
+        return q | (rem != 0).astype(sig.dtype)
+    if rnd is RoundingMode.STOCHASTIC:
+        w = sig.dtype.type(32)
+        left = np.where(dtrue <= w, w - np.minimum(dtrue, w), sig.dtype.type(0))
+        right = np.minimum(np.maximum(dtrue, w) - w, sig.dtype.type(sig.dtype.itemsize * 8 - 1))
+        frac32 = (rem << left) >> right
+        return q + (frac32 > rbits.astype(sig.dtype)).astype(sig.dtype)
+    raise ValueError(f"unhandled rounding mode {rnd!r}")
+
+
+def _overflow_goes_down(rnd: RoundingMode, neg: Any) -> Any:
+    """True where the mode rounds an overflowing magnitude down to max (FMT-OVF-002)."""
+    if rnd in (RoundingMode.TOWARD_ZERO, RoundingMode.ODD):
+        return np.ones_like(neg)
+    if rnd is RoundingMode.TOWARD_POSITIVE:
+        return neg
+    if rnd is RoundingMode.TOWARD_NEGATIVE:
+        return ~neg
+    return np.zeros_like(neg)
+
+
+# --------------------------------------------------------------------------------------
+# The encode kernel: source bits -> format codes, one chunk at a time
+# --------------------------------------------------------------------------------------
+def _encode_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode, sat: bool,
+                  subnormals: bool, rbits: Any) -> tuple[Any, Any]:
+    """Encode one chunk. Returns (codes as src.udtype, mask of NaN inputs)."""
+    U = src.udtype
+    M = fmt.mantissa_bits
+
+    # Phase 1: split the source into sign, exponent field and integer significand.
+    sign = u >> U(src.width - 1)
+    neg = sign.astype(bool)
+    mag = u & U((1 << (src.width - 1)) - 1)
+    ef = mag >> U(src.mant)
+    is_nan = mag > U(((1 << (src.width - 1 - src.mant)) - 1) << src.mant)
+    is_inf = ef == U((1 << (src.width - 1 - src.mant)) - 1)
+    is_inf &= ~is_nan
+    sig = (mag & U((1 << src.mant) - 1)) | ((ef != 0).astype(U) << U(src.mant))
+    efe = np.maximum(ef, U(1))  # source subnormals share the exponent of the smallest normal
+
+    # Phase 2: shift d from the source quantum to the target quantum. T is the source
+    # exponent field of the target's smallest normal; below it the target quantum is
+    # fixed (subnormals) or, without subnormal codes, the smallest normal itself.
+    T = fmt.minexp + src.bias
+    below = np.maximum(efe, U(T)) - efe
+    d0 = src.mant - M
+    dtrue = below + U(d0)
+    if not fmt.has_subnormals:
+        dtrue = dtrue + np.where(below > 0, U(M), U(0))
+    d = np.minimum(dtrue, U(src.mant + 2))  # beyond this every mode's answer is settled
+
+    # Phase 3: round the significand.
+    q = _round_shift(sig, d, dtrue, rnd, neg, rbits)
+    is_zero = q == 0
+    if not fmt.has_subnormals:
+        q = np.where(below > 0, q << U(M), q)
+
+    # Phase 4: assemble the magnitude code; a carry out of the significand bumps the
+    # exponent by itself. Exponents past the top are clamped to "one above max".
+    top = fmt.maxexp_value + src.bias + 1
+    base = (np.minimum(np.maximum(efe, U(T)), U(top)) - U(T) + U(fmt.min_exponent_field)) << U(M)
+    code = base + q - U(1 << M)
+
+    # Phase 5: overflow, then specials, then the sign.
+    max_code = U(fmt.max_code)
+    over = (code > max_code) & ~is_zero & ~is_nan & ~is_inf
+    if sat or not (fmt.has_inf or fmt.has_nan):
+        over_code = np.full_like(code, max_code)
+    else:
+        over_code = np.where(_overflow_goes_down(rnd, neg), max_code,
+                             U(fmt.inf_code if fmt.has_inf else fmt.nan_code))
+    code = np.where(over, over_code, code)
+    if not subnormals:
+        is_zero |= code < U(fmt.min_exponent_field << M)
+    code = np.where(is_zero, U(0), code)
+    code = np.where(is_inf, U(fmt.max_code if sat else (fmt.inf_code or fmt.nan_code or fmt.max_code)),
+                    code)
+    code = _apply_sign_and_nan(code, neg, is_zero, is_nan, fmt, U)
+    return code, is_nan
+
+
+def _apply_sign_and_nan(code: Any, neg: Any, is_zero: Any, is_nan: Any, fmt: Format,
+                        U: Any) -> Any:
+    """Attach the sign per the encoding and write NaN codes (FMT-SPC-001..006)."""
+    nan = U(fmt.nan_code if fmt.nan_code is not None else 0)
+    if fmt.encoding is Encoding.FNU:
+        # unsigned: negatives and NaN -> NaN; exact zeros are caught by the caller
+        return np.where(neg | is_nan, nan, code)
+    signed = code | (neg.astype(U) << U(fmt.bits - 1))
+    if fmt.encoding is Encoding.FNUZ:
+        signed = np.where(is_zero, U(0), signed)  # no negative zero
+        return np.where(is_nan, nan, signed)
+    nan_signed = nan | (neg.astype(U) << U(fmt.bits - 1))
+    return np.where(is_nan, nan_signed, signed)
+
+
+def _fast_path_ok(src: _Source, fmt: Format) -> bool:
+    """Formats whose in-range elements round with one constant shift (FMT-IMP-001)."""
+    return (fmt.mantissa_bits >= 1 and src.mant > fmt.mantissa_bits
+            and fmt.minexp >= src.minexp and fmt.encoding is not Encoding.FNU)
+
+
+def _fast_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode,
+                rbits: Any) -> tuple[Any, Any]:
+    """Codes for elements inside the target's normal range, plus a mask of the rest.
+
+    Inside the normal range the target quantum is a fixed 2^d0 source quanta, so
+    rebiasing the exponent field and one rounding shift of the whole magnitude gives
+    the code; a carry out of the mantissa increments the exponent by itself. Elements
+    below the range, overflowing, inf or NaN are flagged for the slower tiers.
+    """
+    U = src.udtype
+    d0 = src.mant - fmt.mantissa_bits
+    rebias = (fmt.minexp + src.bias - fmt.min_exponent_field) << src.mant
+    threshold = (fmt.minexp + src.bias) << src.mant  # source bits of the smallest normal
+    mag = u & U((1 << (src.width - 1)) - 1)
+    slow = mag < U(threshold) if threshold else None
+    if rebias:
+        mag -= U(rebias)  # elements below the threshold wrap; they are redone below
+    neg = u > U((1 << (src.width - 1)) - 1) if _needs_sign(rnd) else None
+    code = _round_shift(mag, U(d0), U(d0), rnd, neg, rbits)
+    over = code > U(fmt.max_code)
+    slow = over if slow is None else (slow | over)
+    sign = u >> U(src.width - 1)
+    sign <<= U(fmt.bits - 1)
+    code |= sign
+    return code, slow
+
+
+def _needs_sign(rnd: RoundingMode) -> bool:
+    return rnd in (RoundingMode.TOWARD_POSITIVE, RoundingMode.TOWARD_NEGATIVE)
+
+
+def _below_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode, subnormals: bool,
+                 rbits: Any) -> tuple[Any, Any]:
+    """Codes for finite elements below the target's normal range (subnormal results).
+
+    The quantum is the format's smallest subnormal, so the shift grows by one per
+    binade below the smallest normal; a carry out reaches the smallest normal code by
+    itself. Returns (codes, mask of elements that still need the general kernel).
+    """
+    U = src.udtype
+    mag = u & U((1 << (src.width - 1)) - 1)
+    ef = mag >> U(src.mant)
+    sig = (mag & U((1 << src.mant) - 1)) | ((ef != 0).astype(U) << U(src.mant))
+    efe = np.maximum(ef, U(1))
+    dtrue = U(fmt.minexp + src.bias + src.mant - fmt.mantissa_bits) - efe
+    d = np.minimum(dtrue, U(src.mant + 2))
+    neg = u > U((1 << (src.width - 1)) - 1)
+    code = _round_shift(sig, d, dtrue, rnd, neg, rbits)
+    if not subnormals:
+        code = np.where(code < U(1 << fmt.mantissa_bits), U(0), code)
+    zero = code == 0
+    keep_sign = ~zero if fmt.encoding is Encoding.FNUZ else np.ones_like(zero)
+    code |= (neg & keep_sign).astype(U) << U(fmt.bits - 1)
+    return code, np.zeros_like(zero)
+
+
+def _overflow_codes(neg: Any, fmt: Format, rnd: RoundingMode, sat: bool, U: Any) -> Any:
+    """Signed codes for finite inputs whose rounded magnitude exceeds max (FMT-OVF-*)."""
+    max_code = U(fmt.max_code)
+    if sat or not (fmt.has_inf or fmt.has_nan):
+        mag = np.full(neg.shape, max_code, dtype=U)
+    else:
+        mag = np.where(_overflow_goes_down(rnd, neg), max_code,
+                       U(fmt.inf_code if fmt.has_inf else fmt.nan_code))
+    if fmt.encoding is Encoding.FNUZ:
+        return np.where(mag == U(fmt.nan_code), mag, mag | (neg.astype(U) << U(fmt.bits - 1)))
+    return mag | (neg.astype(U) << U(fmt.bits - 1))
+
+
+def _finish_slow(out: Any, nans: Any, where: Any, us: Any, src: _Source, fmt: Format,
+                 rnd: RoundingMode, sat: bool, subnormals: bool, rs: Any) -> None:
+    """Finite overflow gets its code directly; inf and NaN go to the general kernel."""
+    U = src.udtype
+    special = (us & U((1 << (src.width - 1)) - 1)) >= U(((1 << (src.width - 1 - src.mant)) - 1)
+                                                       << src.mant)
+    fin = ~special
+    if fin.any():
+        out[where[fin]] = _overflow_codes(us[fin] >> U(src.width - 1) == 1, fmt, rnd, sat, U)
+    if special.any():
+        codes, is_nan = _encode_chunk(us[special], src, fmt, rnd, sat, subnormals,
+                                      None if rs is None else rs[special])
+        out[where[special]] = codes
+        nans[where[special]] = is_nan
+
+
+def _encode_bits(x: npt.NDArray[Any], fmt: Format, rnd: RoundingMode, sat: bool,
+                 subnormals: bool, seed: int | None, words: Any = None) -> tuple[Any, Any]:
+    """Encode all of ``x``; stochastic words come from (seed, flat index) or ``words``."""
+    src = _F32 if x.dtype == np.float32 else _F64
+    if fmt.minexp < src.minexp or fmt.mantissa_bits >= src.mant:
+        # the format reaches below the source's normal range (E8M0 from float32) or is
+        # as precise as the source (float32 from float32): widen exactly, so every
+        # shift is >= 1 and no source subnormal lies inside the format's range
+        with np.errstate(invalid="ignore"):  # signalling NaNs quieten; still NaN
+            x, src = x.astype(np.float64), _F64
+    flat = np.ascontiguousarray(x).reshape(-1).view(src.udtype)
+    out = np.empty(flat.shape, dtype=fmt.code_dtype)
+    nans = np.zeros(flat.shape, dtype=bool)
+    fast = _fast_path_ok(src, fmt)
+    for start in range(0, flat.size, _CHUNK):
+        u = flat[start:start + _CHUNK]
+        stop = start + u.size
+        rbits = None
+        if rnd is RoundingMode.STOCHASTIC:
+            rbits = (words.reshape(-1)[start:stop] if words is not None
+                     else random_bits(seed, start, u.size))  # type: ignore[arg-type]
+        if fast:
+            out[start:stop], slow = _fast_chunk(u, src, fmt, rnd, rbits)
+            if not slow.any():
+                continue
+            idx = np.flatnonzero(slow)
+            us = u[idx]
+            rs = None if rbits is None else rbits[idx]
+            # middle tier: finite, nonzero-or-zero magnitudes below the normal range
+            mag = us & src.udtype((1 << (src.width - 1)) - 1)
+            low = mag < src.udtype((fmt.minexp + src.bias) << src.mant)
+            if low.any():
+                li = np.flatnonzero(low)
+                out[start + idx[li]] = _below_chunk(us[li], src, fmt, rnd, subnormals,
+                                                    None if rs is None else rs[li])[0]
+                idx, us = idx[~low], us[~low]
+                rs = None if rs is None else rs[~low]
+            if idx.size:
+                _finish_slow(out, nans, start + idx, us, src, fmt, rnd, sat, subnormals, rs)
+        else:
+            out[start:stop], nans[start:stop] = _encode_chunk(u, src, fmt, rnd, sat,
+                                                              subnormals, rbits)
+    if fmt.encoding is Encoding.FNU:
+        out[(flat << src.udtype(1)) == 0] = fmt.nan_code  # E8M0 has no zero: ±0 -> NaN
+    return out.reshape(x.shape), nans.reshape(x.shape)
+
+
+# --------------------------------------------------------------------------------------
+# Decode: codes -> exact float32 values
+# --------------------------------------------------------------------------------------
+def _decode_arith(codes: Any, fmt: Format) -> npt.NDArray[np.float32]:
+    """Exact value of each code, computed field by field (FMT-DEC-001)."""
+    c = codes.astype(np.int64)
+    M, E = fmt.mantissa_bits, fmt.exponent_bits
+    neg = ((c >> (fmt.bits - 1)) & 1).astype(bool) if fmt.is_signed else np.zeros(c.shape, bool)
+    mag = c & ((1 << (E + M)) - 1)
+    ef, mf = mag >> M, mag & ((1 << M) - 1)
+    sub = (ef == 0) & fmt.has_subnormals
+    sig = np.where(sub, mf, mf + (1 << M)).astype(np.float64)
+    val = np.ldexp(sig, (np.where(sub, 1, ef) - fmt.bias - M).astype(np.int32))
+    if fmt.encoding is Encoding.IEEE:
+        top = ef == (1 << E) - 1
+        val = np.where(top, np.where(mf == 0, np.inf, np.nan), val)
+    elif fmt.encoding is Encoding.FN:
+        val = np.where(mag == (1 << (E + M)) - 1, np.nan, val)
+    elif fmt.encoding is Encoding.FNUZ:
+        val = np.where(c == fmt.nan_code, np.nan, val)
+    elif fmt.encoding is Encoding.FNU:
+        val = np.where(c == fmt.nan_code, np.nan, val)
+    val = np.where(neg, -val, val)
+    return val.astype(np.float32)
+
+
+@lru_cache(maxsize=None)
+def value_table(fmt: Format) -> npt.NDArray[np.float32]:
+    """float32 value of every code of a format of at most 16 bits (read-only)."""
+    if fmt.bits > 16:
+        raise ValueError(f"value_table needs a format of at most 16 bits, {fmt.name} has {fmt.bits}")
+    table = _decode_arith(np.arange(1 << fmt.bits, dtype=np.uint32), fmt)
+    table.setflags(write=False)
+    return table
+
+
+def decode(bits: npt.ArrayLike, fmt: str | Format) -> npt.NDArray[np.float32]:
+    """Exact float32 values of format codes.
+
+    NaN codes decode to a quiet float32 NaN (payloads are not carried); ±inf to ±inf;
+    -0 to -0.0. Codes must fit in ``fmt.bits`` bits.
+
+    Raises:
+        TypeError: ``bits`` is not an unsigned/signed integer array.
+        ValueError: a code does not fit in the format's width (first offender named).
+    """
+    fmt = get_format(fmt)
+    arr = np.asarray(bits)
+    if arr.dtype.kind not in "ui":
+        raise TypeError(f"decode expects integer codes (uint8/uint16/uint32), got dtype {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() >= (1 << fmt.bits)):
+        bad = np.flatnonzero((arr.reshape(-1) < 0) | (arr.reshape(-1) >= (1 << fmt.bits)))[0]
+        raise ValueError(f"code {int(arr.reshape(-1)[bad])} at flat index {bad} does not fit "
+                         f"in {fmt.name}'s {fmt.bits} bits")
+    if fmt.bits <= 16:
+        return value_table(fmt)[arr.astype(np.intp)]
+    return _decode_arith(arr, fmt)
+
+
+# --------------------------------------------------------------------------------------
+# Public entry points
+# --------------------------------------------------------------------------------------
+def _prepare(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode,
+             via: str | None, seed: int | None) -> tuple[Any, Format, RoundingMode, int | None, Any]:
+    fmt = get_format(fmt)
+    rnd = get_rounding(rounding)
+    arr = np.asarray(x)
+    if arr.dtype.kind != "f" and not _is_ml_float(arr.dtype):
+        raise TypeError(f"quantize/encode expect a floating array (float32 or float64), "
+                        f"got dtype {arr.dtype}")
+    out_dtype = arr.dtype if arr.dtype in (np.float32, np.float64) else np.dtype(np.float32)
+    if arr.dtype not in (np.float32, np.float64):
+        arr = arr.astype(np.float32)  # float16/bfloat16/fp8 widen exactly
+    if via not in _VIA_CHOICES:
+        raise ValueError(f"via must be one of {_VIA_CHOICES}, got {via!r}")
+    if via == "float32" and arr.dtype == np.float64:
+        with np.errstate(over="ignore"):
+            arr = arr.astype(np.float32)  # round-to-nearest-even, the double rounding of FMT-DBL-002
+    if rnd is RoundingMode.STOCHASTIC:
+        if seed is None:
+            raise ValueError("rounding='stochastic' needs seed=<int in [0, 2**64)>; "
+                             "random bits are a function of (seed, element index)")
+        seed = check_seed(seed)
+    return arr, fmt, rnd, seed, out_dtype
+
+
+def _is_ml_float(dtype: np.dtype[Any]) -> bool:
+    return dtype.kind == "V" and dtype.itemsize <= 2 and "float" in dtype.name
+
+
+def encode(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode = "nearest_even",
+           *, saturate: bool = False, subnormals: bool = True, via: str | None = None,
+           seed: int | None = None) -> npt.NDArray[np.unsignedinteger[Any]]:
+    """Round ``x`` to ``fmt`` and return the codes (uint8, uint16 or uint32).
+
+    Same arguments and semantics as :func:`quantize`. A NaN input to a format without
+    NaN (FP4/FP6) cannot be encoded and raises ``ValueError``.
+    """
+    arr, fmt, rnd, seed, _ = _prepare(x, fmt, rounding, via, seed)
+    codes, nans = _encode_bits(arr, fmt, rnd, saturate, subnormals, seed)
+    if not fmt.has_nan and nans.any():
+        idx = int(np.flatnonzero(nans.reshape(-1))[0])
+        raise ValueError(f"{fmt.name} has no NaN encoding, but input element {idx} is NaN")
+    return codes.astype(fmt.code_dtype)
+
+
+def quantize(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode = "nearest_even",
+             *, saturate: bool = False, subnormals: bool = True, via: str | None = None,
+             seed: int | None = None) -> npt.NDArray[np.floating[Any]]:
+    """Round every element of ``x`` to a value of ``fmt``; same dtype as ``x``.
+
+    The exact value of each float32/float64 input is rounded once (correct rounding,
+    FMT-RND-001); ``via="float32"`` first rounds float64 input to float32 with
+    nearest-even, reproducing torch and ml_dtypes (double rounding, FMT-DBL-002).
+
+    Args:
+        x: float32 or float64 array (float16/bfloat16/fp8 arrays widen exactly and give
+            float32).
+        fmt: a :class:`Format` or name/alias (``"fp16"``, ``"bf16"``, ``"e4m3"`` ...).
+        rounding: one of :class:`RoundingMode`'s names.
+        saturate: clamp overflow and ±inf to ±max (NaN stays NaN).
+        subnormals: if False, results that would be subnormal become signed zero
+            (+0 in FNUZ formats). Inputs are not flushed first: a subnormal input is
+            rounded from its exact value and only the result is flushed.
+        via: ``None`` or ``"float32"``.
+        seed: required for ``"stochastic"``: random bits are a hash of
+            (seed, flat element index), see :mod:`ampref.srhash`.
+
+    Specials (FMT-SPC-*): NaN stays NaN (quiet); ±0 keeps its sign where the format
+    has -0 (FNUZ: +0; E8M0 has no zero: 0 -> NaN, and positive values below 2^-127
+    -> 2^-127); ±inf -> ±inf (IEEE), NaN (FN/FNUZ/E8M0), ±max (FP4/FP6, or
+    ``saturate``). Overflow: to inf where the format has it, else NaN (FN/FNUZ,
+    matching ml_dtypes), else ±max (FP4/FP6); directed modes that round the magnitude
+    down (toward zero, odd, toward the other infinity) give ±max (FMT-OVF-*).
+
+    Raises:
+        TypeError: ``x`` is not floating, or ``fmt``/``rounding`` has the wrong type.
+        ValueError: unknown format, mode or ``via``; stochastic without a valid seed.
+    """
+    arr, fmt, rnd, seed, out_dtype = _prepare(x, fmt, rounding, via, seed)
+    codes, nans = _encode_bits(arr, fmt, rnd, saturate, subnormals, seed)
+    return _values(codes, nans, fmt).astype(out_dtype, copy=False)
+
+
+def quantize_with_words(x: npt.NDArray[Any], fmt: str | Format, words: Any, *,
+                        saturate: bool = False, subnormals: bool = True) -> Any:
+    """Stochastic quantize with caller-supplied 32-bit random words (one per element).
+
+    For verification and for backends that draw words for other index layouts; the
+    public :func:`quantize` draws ``words`` from (seed, flat index).
+    """
+    fmt = get_format(fmt)
+    arr = np.asarray(x)
+    w = np.asarray(words, dtype=np.uint32)
+    if w.shape != arr.shape:
+        raise ValueError(f"words must have x's shape {arr.shape}, got {w.shape}")
+    codes, nans = _encode_bits(arr, fmt, RoundingMode.STOCHASTIC, saturate, subnormals, None, w)
+    return _values(codes, nans, fmt).astype(arr.dtype, copy=False)
+
+
+def _values(codes: Any, nans: Any, fmt: Format) -> Any:
+    vals = value_table(fmt)[codes.astype(np.intp)] if fmt.bits <= 16 else _decode_arith(codes, fmt)
+    if not fmt.has_nan and nans.any():
+        vals = np.where(nans, np.float32(np.nan), vals)
+    return vals
+
+
+def as_ml_dtype(bits: npt.ArrayLike, fmt: str | Format) -> npt.NDArray[Any]:
+    """View codes as the matching ``ml_dtypes`` (or NumPy float16/float32) array.
+
+    Raises:
+        ValueError: ml_dtypes has no dtype for this format (tf32), or is not installed.
+    """
+    fmt = get_format(fmt)
+    if fmt.dtype_name is None:
+        raise ValueError(f"{fmt.name} has no ml_dtypes/NumPy dtype; use ampref.decode instead")
+    if hasattr(np, fmt.dtype_name):
+        dtype = np.dtype(getattr(np, fmt.dtype_name))
+    else:
+        try:
+            import ml_dtypes
+        except ImportError as e:  # pragma: no cover - ml_dtypes is a dependency
+            raise ValueError("ml_dtypes is not installed") from e
+        dtype = np.dtype(getattr(ml_dtypes, fmt.dtype_name))
+    return np.asarray(bits).astype(f"uint{dtype.itemsize * 8}").view(dtype)

@@ -1,0 +1,210 @@
+"""Helpers for property tests of numeric code: hypothesis strategies and bitwise asserts.
+
+Strategies (need the ``test`` extra, i.e. hypothesis):
+
+* :func:`representable` / :func:`arrays`: values exactly representable in a format,
+  drawn as codes so subnormals, ±0, ±max and (optionally) inf/NaN are all reachable;
+* :func:`hard_cases`: the inputs that break casts: rounding midpoints and their
+  float32/float64 neighbours, the subnormal boundary, max and the overflow threshold,
+  signed zeros, NaN payloads.
+
+Assertions (no hypothesis needed): :func:`assert_bitwise_equal`,
+:func:`assert_within_ulps`; failures print the first differing elements in hex.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .cast import decode
+from .formats import Format, get_format
+
+__all__ = ["representable", "arrays", "hard_cases", "assert_bitwise_equal",
+           "assert_within_ulps", "ordinal"]
+
+_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64, 1: np.uint8}
+
+
+def _bits(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    return np.ascontiguousarray(a).view(_UINT[a.dtype.itemsize])
+
+
+def _hex(v: Any, width: int) -> str:
+    return f"0x{int(v):0{width * 2}x}"
+
+
+def assert_bitwise_equal(actual: npt.ArrayLike, desired: npt.ArrayLike, *,
+                         nan: str = "bitwise", max_report: int = 5, msg: str = "") -> None:
+    """Assert two arrays hold identical bit patterns (same dtype and shape).
+
+    Args:
+        nan: ``"bitwise"`` (NaN payloads and signs must match too) or ``"any"`` (any NaN
+            equals any NaN; everything else still bitwise).
+
+    Raises:
+        AssertionError: with count, indices and hex patterns of the first differences.
+        ValueError: unknown ``nan`` policy.
+    """
+    if nan not in ("bitwise", "any"):
+        raise ValueError(f"nan must be 'bitwise' or 'any', got {nan!r}")
+    a, d = np.asarray(actual), np.asarray(desired)
+    if a.dtype != d.dtype or a.shape != d.shape:
+        raise AssertionError(f"{msg}dtype/shape differ: actual {a.dtype}{a.shape}, "
+                             f"desired {d.dtype}{d.shape}")
+    ab, db = _bits(a).reshape(-1), _bits(d).reshape(-1)
+    bad = ab != db
+    if nan == "any" and a.dtype.kind == "f":
+        bad &= ~(np.isnan(a.reshape(-1)) & np.isnan(d.reshape(-1)))
+    if not bad.any():
+        return
+    idx = np.flatnonzero(bad)
+    w = a.dtype.itemsize
+    rows = [f"  [{i}] actual {_hex(ab[i], w)} ({a.reshape(-1)[i]!r}) desired "
+            f"{_hex(db[i], w)} ({d.reshape(-1)[i]!r})" for i in idx[:max_report]]
+    raise AssertionError(f"{msg}{idx.size} of {ab.size} elements differ bitwise:\n"
+                         + "\n".join(rows))
+
+
+def ordinal(x: npt.ArrayLike, fmt: str | Format | None = None) -> npt.NDArray[np.int64]:
+    """Position of each value on the ordered number line of ``fmt`` (or x's dtype).
+
+    Adjacent values differ by 1; +0 and -0 share position 0. For a format, every value
+    must be exactly representable in it (ValueError naming the first that is not).
+    """
+    arr = np.asarray(x)
+    if fmt is None:
+        if arr.dtype not in (np.float32, np.float64):
+            raise TypeError(f"ordinal without fmt needs float32/float64, got {arr.dtype}")
+        u = _bits(arr)
+        top = u.dtype.type(1) << u.dtype.type(arr.dtype.itemsize * 8 - 1)
+        mag = (u & (top - u.dtype.type(1))).astype(np.int64)
+        return np.where((u & top) != 0, -mag, mag)
+    fmt = get_format(fmt)
+    from .cast import encode
+
+    vals = arr.astype(np.float32)
+    codes = encode(vals, fmt).astype(np.int64)
+    back = decode(codes, fmt)
+    exact = (back == vals) | (np.isnan(back) & np.isnan(vals))
+    if not exact.all():
+        i = int(np.flatnonzero(~exact.reshape(-1))[0])
+        raise ValueError(f"element {i} ({vals.reshape(-1)[i]!r}) is not representable in {fmt.name}")
+    if not fmt.is_signed:
+        return codes
+    sign = np.int64(fmt.sign_mask)
+    mag = codes & (sign - 1)
+    return np.where(codes & sign, -mag, mag)
+
+
+def assert_within_ulps(actual: npt.ArrayLike, desired: npt.ArrayLike, ulps: int,
+                       fmt: str | Format | None = None, *, max_report: int = 5,
+                       msg: str = "") -> None:
+    """Assert |ordinal(actual) - ordinal(desired)| <= ulps elementwise.
+
+    Distances are counted on ``fmt``'s grid (or the arrays' own float type). NaN must
+    meet NaN; inf counts as the step after max.
+    """
+    a, d = np.asarray(actual), np.asarray(desired)
+    if a.shape != d.shape:
+        raise AssertionError(f"{msg}shapes differ: {a.shape} vs {d.shape}")
+    an, dn = np.isnan(a), np.isnan(d)
+    both = ~(an | dn)
+    dist = np.zeros(a.shape, dtype=np.int64)
+    dist[both] = np.abs(ordinal(a[both], fmt) - ordinal(d[both], fmt))
+    bad = (an != dn) | (dist > ulps)
+    if not bad.any():
+        return
+    idx = np.flatnonzero(bad.reshape(-1))
+    w = a.dtype.itemsize
+    ab, db = _bits(a).reshape(-1), _bits(d).reshape(-1)
+    rows = [f"  [{i}] actual {_hex(ab[i], w)} ({a.reshape(-1)[i]!r}) desired {_hex(db[i], w)} "
+            f"({d.reshape(-1)[i]!r}) distance {dist.reshape(-1)[i]} ulps" for i in idx[:max_report]]
+    raise AssertionError(f"{msg}{idx.size} of {a.size} elements are more than {ulps} ulps "
+                         f"apart:\n" + "\n".join(rows))
+
+
+# ----------------------------------------------------------------------------------
+# hypothesis strategies
+# ----------------------------------------------------------------------------------
+def _st() -> Any:
+    try:
+        from hypothesis import strategies as st
+    except ImportError as e:  # pragma: no cover
+        raise ImportError("ampref.testing strategies need hypothesis: pip install "
+                          "'ampref[test]'") from e
+    return st
+
+
+def representable(fmt: str | Format, *, allow_nan: bool = False, allow_infinity: bool = False,
+                  allow_subnormal: bool = True) -> Any:
+    """Strategy of Python floats exactly representable in ``fmt``."""
+    st = _st()
+    fmt = get_format(fmt)
+
+    def ok(code: int) -> bool:
+        v = float(decode(np.array([code], dtype=np.uint32), fmt)[0])
+        if np.isnan(v):
+            return allow_nan
+        if np.isinf(v):
+            return allow_infinity
+        if not allow_subnormal and v != 0 and abs(v) < fmt.tiny:
+            return False
+        return True
+
+    return (st.integers(0, (1 << fmt.bits) - 1).filter(ok)
+            .map(lambda c: float(decode(np.array([c], dtype=np.uint32), fmt)[0])))
+
+
+def arrays(fmt: str | Format, shape: int | tuple[int, ...], *, dtype: Any = np.float32,
+           allow_nan: bool = False, allow_infinity: bool = False) -> Any:
+    """Strategy of arrays (float32 by default) of values representable in ``fmt``."""
+    st = _st()
+    from hypothesis.extra import numpy as hnp
+
+    return hnp.arrays(dtype, shape, elements=representable(
+        fmt, allow_nan=allow_nan, allow_infinity=allow_infinity))
+
+
+def hard_cases(fmt: str | Format, *, dtype: Any = np.float32) -> Any:
+    """Strategy of inputs that stress a cast to ``fmt`` (in float32 or float64)."""
+    st = _st()
+    fmt = get_format(fmt)
+    dt = np.dtype(dtype)
+    if dt not in (np.float32, np.float64):
+        raise ValueError(f"hard_cases dtype must be float32 or float64, got {dt}")
+
+    def near(v: float, steps: int) -> float:
+        x = dt.type(v)
+        direction = dt.type(np.inf) if steps > 0 else dt.type(-np.inf)
+        with np.errstate(over="ignore"):
+            for _ in range(abs(steps)):
+                x = np.nextafter(x, direction)
+        return float(x)
+
+    rep = representable(fmt)
+
+    @st.composite
+    def midpoint(draw: Any) -> float:
+        a = abs(draw(rep))
+        code = int(np.asarray(__import__("ampref").encode(np.float32(a), fmt)))
+        nxt = float(decode(np.array([min(code + 1, fmt.max_code)], dtype=np.uint32), fmt)[0])
+        mid = (a + nxt) / 2 if nxt > a else a + (a - float(decode(
+            np.array([max(code - 1, 0)], dtype=np.uint32), fmt)[0])) / 2
+        sign = draw(st.sampled_from([1.0, -1.0]))
+        return sign * near(mid, draw(st.integers(-2, 2)))
+
+    landmarks = [0.0, -0.0, fmt.tiny, fmt.smallest_subnormal, fmt.smallest_subnormal / 2,
+                 fmt.max, fmt.max * (1 + fmt.eps / 2), fmt.max * (1 + fmt.eps / 4),
+                 fmt.tiny * (1 - fmt.eps / 2), float(np.finfo(dt).max), float(np.finfo(dt).tiny)]
+    boundary = st.builds(lambda v, k, s: s * near(v, k), st.sampled_from(landmarks),
+                         st.integers(-2, 2), st.sampled_from([1.0, -1.0]))
+    ubits = np.uint32 if dt == np.float32 else np.uint64
+    width = dt.itemsize * 8
+    nan_payload = st.integers(1, (1 << (width - 1 - (8 if width == 32 else 11))) - 1).map(
+        lambda p: float(np.array([(((1 << (8 if width == 32 else 11)) - 1) << (width - 1 - (8 if width == 32 else 11))) | p],
+                                 dtype=ubits).view(dt)[0]))
+    specials = st.sampled_from([np.inf, -np.inf, np.nan])
+    return st.one_of(midpoint(), boundary, nan_payload, specials).map(dt.type)

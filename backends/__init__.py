@@ -1,0 +1,80 @@
+"""Array backends behind one small seam.
+
+A backend bundles the array namespace (``xp``) with the few operations whose numerics
+ampref defines itself: quantize-to-format and counter-based random bits. It is chosen
+per call or per tensor, never through a global flag. ``get("numpy")`` always works;
+``get("cupy")`` needs CuPy and a CUDA device.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol
+
+__all__ = ["Backend", "get", "available", "names", "backend_of"]
+
+_MODULES = {"numpy": "backends.numpy_backend", "cupy": "backends.cupy_backend"}
+
+
+class Backend(Protocol):
+    """What the engine may ask of an array backend."""
+
+    name: str
+    xp: Any
+
+    def asarray(self, x: Any, dtype: Any = None) -> Any: ...
+
+    def to_numpy(self, x: Any) -> Any: ...
+
+    def quantize(self, x: Any, fmt: Any, rounding: str = "nearest_even", *,
+                 saturate: bool = False, subnormals: bool = True,
+                 seed: int | None = None) -> Any: ...
+
+    def random_bits(self, seed: int, start: int, count: int) -> Any: ...
+
+
+def names() -> list[str]:
+    return list(_MODULES)
+
+
+def get(name: str) -> Backend:
+    """The backend called ``name`` ("numpy" or "cupy").
+
+    Raises:
+        ValueError: unknown name (choices listed) or backend unavailable here.
+    """
+    if name not in _MODULES:
+        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(_MODULES)}")
+    try:
+        module = importlib.import_module(_MODULES[name])
+    except ImportError as e:
+        raise ValueError(f"backend {name!r} is not available here: {e}") from e
+    return module.BACKEND  # type: ignore[no-any-return]
+
+
+def available(name: str) -> bool:
+    """True if ``get(name)`` would succeed (CuPy: importable and a device present)."""
+    try:
+        backend = get(name)
+    except ValueError:
+        return False
+    check = getattr(backend, "device_ok", None)
+    return bool(check()) if callable(check) else True
+
+
+def backend_of(*arrays: Any) -> Backend:
+    """The single backend owning all array arguments (scalars and None ignored).
+
+    Raises:
+        TypeError: arrays from two backends are mixed (both named).
+    """
+    found: dict[str, Any] = {}
+    for a in arrays:
+        if a is None or isinstance(a, (int, float, bool)):
+            continue
+        mod = type(a).__module__.split(".")[0]
+        found.setdefault("cupy" if mod == "cupy" else "numpy", type(a).__name__)
+    if len(found) > 1:
+        raise TypeError("arrays from different backends mixed: "
+                        + " and ".join(f"{k} ({v})" for k, v in found.items()))
+    return get(next(iter(found), "numpy"))

@@ -1,0 +1,191 @@
+"""A slow, independent scalar oracle for ``specs/formats.md``, on exact rationals.
+
+Written from the spec, not from ``ampref.cast``: it enumerates the format's value grid
+with ``fractions.Fraction``, picks the two neighbours of the exact input, chooses one
+by the rounding rule and only then builds the code. It shares no code with the kernels
+except the format *data* (field widths) and the documented hash for stochastic bits.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from ampref.formats import Encoding, Format
+from ampref.srhash import random_bits_scalar
+
+NAN = "nan"
+
+
+def _pow2(k: int) -> Fraction:
+    return Fraction(2) ** k
+
+
+def fmt_max(fmt: Format) -> Fraction:
+    """Largest finite value, from the encoding rules alone."""
+    e_top = (1 << fmt.exponent_bits) - 1
+    m_top = (1 << fmt.mantissa_bits) - 1
+    if fmt.encoding in (Encoding.IEEE, Encoding.FNU):
+        e_top -= 1  # all-ones exponent is inf/NaN
+    elif fmt.encoding is Encoding.FN:
+        m_top -= 1  # all-ones magnitude is NaN
+    return (1 + Fraction(m_top, 1 << fmt.mantissa_bits)) * _pow2(e_top - fmt.bias)
+
+
+def emin(fmt: Format) -> int:
+    return (0 if fmt.encoding is Encoding.FNU else 1) - fmt.bias
+
+
+def floor_log2(a: Fraction) -> int:
+    """Exact floor(log2(a)) for a > 0."""
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    while _pow2(e) > a:
+        e -= 1
+    while _pow2(e + 1) <= a:
+        e += 1
+    return e
+
+
+def decode_scalar(code: int, fmt: Format) -> Fraction | float:
+    """Exact value of one code (float('nan') / ±inf for specials)."""
+    m_bits, e_bits = fmt.mantissa_bits, fmt.exponent_bits
+    signed = fmt.encoding is not Encoding.FNU
+    s = (code >> (e_bits + m_bits)) & 1 if signed else 0
+    e = (code >> m_bits) & ((1 << e_bits) - 1)
+    m = code & ((1 << m_bits) - 1)
+    if fmt.encoding is Encoding.IEEE and e == (1 << e_bits) - 1:
+        return math.nan if m else (-math.inf if s else math.inf)
+    if fmt.encoding is Encoding.FN and e == (1 << e_bits) - 1 and m == (1 << m_bits) - 1:
+        return math.nan
+    if fmt.encoding is Encoding.FNUZ and s == 1 and e == 0 and m == 0:
+        return math.nan
+    if fmt.encoding is Encoding.FNU and code == (1 << e_bits) - 1:
+        return math.nan
+    if fmt.encoding is not Encoding.FNU and e == 0:
+        v = Fraction(m, 1 << m_bits) * _pow2(emin(fmt))
+    else:
+        v = (1 + Fraction(m, 1 << m_bits)) * _pow2(e - fmt.bias)
+    if v == 0 and s:
+        return -0.0
+    return -v if s else v
+
+
+def _code_of(value: Fraction, neg: bool, fmt: Format) -> int:
+    """Code of an exactly representable finite value (value >= 0) with a sign."""
+    m_bits = fmt.mantissa_bits
+    if value == 0:
+        mag = 0
+    else:
+        e = floor_log2(value)
+        if e < emin(fmt):  # subnormal
+            mag = int(value / _pow2(emin(fmt) - m_bits))
+        else:
+            field = e + fmt.bias
+            mant = (value / _pow2(e) - 1) * (1 << m_bits)
+            assert mant.denominator == 1, "value not representable"
+            mag = (field << m_bits) | int(mant)
+    if fmt.encoding is Encoding.FNU:
+        return mag
+    if fmt.encoding is Encoding.FNUZ and mag == 0:
+        return 0
+    return mag | (int(neg) << (fmt.exponent_bits + m_bits))
+
+
+def nan_code(fmt: Format, neg: bool) -> int | None:
+    m, e = fmt.mantissa_bits, fmt.exponent_bits
+    sign = int(neg) << (e + m)
+    if fmt.encoding is Encoding.IEEE:
+        return sign | (((1 << e) - 1) << m) | (1 << (m - 1))
+    if fmt.encoding is Encoding.FN:
+        return sign | ((1 << (e + m)) - 1)
+    if fmt.encoding is Encoding.FNUZ:
+        return 1 << (e + m)
+    if fmt.encoding is Encoding.FNU:
+        return (1 << e) - 1
+    return None
+
+
+def inf_code(fmt: Format, neg: bool) -> int:
+    m, e = fmt.mantissa_bits, fmt.exponent_bits
+    return (int(neg) << (e + m)) | (((1 << e) - 1) << m)
+
+
+def neighbours(a: Fraction, fmt: Format) -> tuple[Fraction, Fraction]:
+    """(lo, hi): the grid points with lo <= a < hi (hi may exceed max)."""
+    has_sub = fmt.encoding is not Encoding.FNU
+    if a < _pow2(emin(fmt)):
+        quantum = _pow2(emin(fmt) - fmt.mantissa_bits) if has_sub else _pow2(emin(fmt))
+    else:
+        quantum = _pow2(floor_log2(a) - fmt.mantissa_bits)
+    lo = (a // quantum) * quantum
+    return lo, lo + quantum
+
+
+def round_scalar(x: float | Fraction, fmt: Format, rnd: str, *, saturate: bool = False,
+                 subnormals: bool = True, rbits: int | None = None) -> int | None:
+    """Code of x rounded to fmt (None: NaN into a format without NaN)."""
+    if isinstance(x, float) and math.isnan(x):
+        return nan_code(fmt, math.copysign(1.0, x) < 0)
+    neg = (x < 0) if not isinstance(x, float) or x != 0 else math.copysign(1.0, x) < 0
+    mx = fmt_max(fmt)
+    if fmt.encoding is Encoding.FNU and (neg or x == 0):
+        return nan_code(fmt, False)
+    if isinstance(x, float) and math.isinf(x):
+        if saturate or fmt.encoding is Encoding.FINITE:
+            return _code_of(mx, neg, fmt)
+        return inf_code(fmt, neg) if fmt.encoding is Encoding.IEEE else nan_code(fmt, neg)
+    a = abs(Fraction(x))
+    lo, hi = neighbours(a, fmt)
+    up = _round_up(a, lo, hi, fmt, rnd, neg, rbits)
+    v = hi if up else lo
+    if v > mx:
+        down = rnd in ("toward_zero", "odd") or (rnd == "toward_positive" and neg) or (
+            rnd == "toward_negative" and not neg)
+        if down or saturate or fmt.encoding is Encoding.FINITE:
+            return _code_of(mx, neg, fmt)
+        return inf_code(fmt, neg) if fmt.encoding is Encoding.IEEE else nan_code(fmt, neg)
+    if v == 0 and fmt.encoding is Encoding.FNU:
+        v = _pow2(emin(fmt))  # no zero in E8M0: underflow stops at the smallest value
+    if not subnormals and 0 < v < _pow2(emin(fmt)):
+        v = Fraction(0)
+    return _code_of(v, neg, fmt)
+
+
+def _round_up(a: Fraction, lo: Fraction, hi: Fraction, fmt: Format, rnd: str, neg: bool,
+              rbits: int | None) -> bool:
+    if a == lo:
+        return False
+    mid = (lo + hi) / 2
+    if rnd == "nearest_even":
+        if a != mid:
+            return a > mid
+        return _last_bit(lo, fmt) == 1  # tie: to the even significand
+    if rnd == "nearest_away":
+        return a >= mid
+    if rnd == "toward_zero":
+        return False
+    if rnd == "toward_positive":
+        return not neg
+    if rnd == "toward_negative":
+        return neg
+    if rnd == "odd":
+        return _last_bit(lo, fmt) == 0
+    if rnd == "stochastic":
+        assert rbits is not None
+        frac32 = math.floor((a - lo) / (hi - lo) * (1 << 32))
+        return frac32 > rbits
+    raise ValueError(rnd)
+
+
+def _last_bit(v: Fraction, fmt: Format) -> int:
+    """Last significand bit; with no stored mantissa bits it is the implicit 1, so
+    ties of nearest_even go away from zero and odd truncates (ml_dtypes' E8M0 rule)."""
+    if v == 0:
+        return 0
+    if fmt.mantissa_bits == 0:
+        return 1
+    return _code_of(v, False, fmt) & 1
+
+
+def sr_bits(seed: int, index: int) -> int:
+    return random_bits_scalar(seed, index)

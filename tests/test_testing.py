@@ -1,0 +1,74 @@
+"""ampref.testing: strategies produce what they promise; assertions report in hex."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ampref
+from ampref.testing import (arrays, assert_bitwise_equal, assert_within_ulps, hard_cases,
+                            ordinal, representable)
+
+
+@given(v=representable("e4m3"))
+def test_representable_values_survive_quantize_unchanged(v: float) -> None:
+    x = np.array([v], np.float32)
+    assert_bitwise_equal(ampref.quantize(x, "e4m3"), x)
+
+
+@given(a=arrays("bf16", (3, 4)))
+def test_arrays_strategy_gives_float32_arrays_of_the_format(a: np.ndarray) -> None:
+    assert a.dtype == np.float32 and a.shape == (3, 4)
+    assert_bitwise_equal(ampref.quantize(a, "bf16"), a)
+
+
+@given(x=hard_cases("fp16", dtype=np.float64))
+def test_hard_cases_are_floats_of_the_requested_dtype(x: np.float64) -> None:
+    assert isinstance(x, np.float64)
+
+
+def test_hard_cases_reach_midpoints_specials_and_nan_payloads() -> None:
+    seen = {"nan": False, "inf": False, "tiny": False}
+
+    @given(x=hard_cases("fp16"))
+    def collect(x: np.float32) -> None:
+        if np.isnan(x):
+            seen["nan"] = True
+        elif np.isinf(x):
+            seen["inf"] = True
+        elif 0 < abs(x) < 2.0**-14:
+            seen["tiny"] = True
+
+    collect()
+    assert all(seen.values()), seen
+
+
+def test_bitwise_assertion_reports_hex_of_first_difference() -> None:
+    a = np.array([1.0, 0.0, 2.0], np.float32)
+    b = np.array([1.0, -0.0, 2.0], np.float32)
+    with pytest.raises(AssertionError, match=r"1 of 3 elements differ bitwise:\n  \[1\] actual 0x00000000 .* desired 0x80000000"):
+        assert_bitwise_equal(a, b)
+    with pytest.raises(AssertionError, match="dtype/shape differ"):
+        assert_bitwise_equal(a, b.astype(np.float64))
+    nan1 = np.array([0x7FC00000], np.uint32).view(np.float32)
+    nan2 = np.array([0x7FC00001], np.uint32).view(np.float32)
+    with pytest.raises(AssertionError):
+        assert_bitwise_equal(nan1, nan2)
+    assert_bitwise_equal(nan1, nan2, nan="any")
+    with pytest.raises(ValueError, match="nan must be 'bitwise' or 'any'"):
+        assert_bitwise_equal(a, a, nan="close")
+
+
+def test_ulp_distance_counts_steps_on_the_format_grid() -> None:
+    one, nxt = 1.0, 1.0 + 2.0**-7
+    assert list(ordinal(np.array([-nxt, -0.0, 0.0, one, nxt], np.float32), "bf16")) == \
+        [-(127 * 128 + 1), 0, 0, 127 * 128, 127 * 128 + 1]
+    assert_within_ulps(np.array([nxt], np.float32), np.array([one], np.float32), 1, "bf16")
+    with pytest.raises(AssertionError, match="distance 2 ulps"):
+        assert_within_ulps(np.array([1.0 + 2**-6], np.float32), np.array([one], np.float32), 1, "bf16")
+    with pytest.raises(ValueError, match="not representable in bfloat16"):
+        ordinal(np.array([1.0 + 2**-10], np.float32), "bf16")
+    x = np.array([1.0], np.float64)
+    assert_within_ulps(np.nextafter(x, 2), x, 1)
