@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from . import accumulation, tensorcore
+from .accumulation import error_bound, matmul
 from .cast import as_ml_dtype, decode, encode, quantize, value_table
 from .formats import FORMATS, Encoding, Format, format_names, get_format
 from .rounding import RoundingMode, get_rounding
@@ -22,7 +24,8 @@ float6_e3m2fn = FORMATS["float6_e3m2fn"]
 float4_e2m1fn = FORMATS["float4_e2m1fn"]
 
 __all__ = [
-    "FORMATS", "Encoding", "Format", "RoundingMode", "as_ml_dtype", "decode", "encode",
+    "FORMATS", "Encoding", "Format", "RoundingMode", "accumulation", "as_ml_dtype", "decode",
+    "encode", "error_bound", "matmul", "tensorcore",
     "format_names", "get_format", "get_rounding", "quantize", "value_table",
     *FORMATS,
 ]

@@ -366,6 +366,8 @@ def decode(bits: npt.ArrayLike, fmt: str | Format) -> npt.NDArray[np.float32]:
                          f"in {fmt.name}'s {fmt.bits} bits")
     if fmt.bits <= 16:
         return value_table(fmt)[arr.astype(np.intp)]
+    if _float32_layout(fmt):
+        return (arr.astype(np.uint32) << np.uint32(23 - fmt.mantissa_bits)).view(np.float32)
     return _decode_arith(arr, fmt)
 
 
@@ -470,8 +472,18 @@ def quantize_with_words(x: npt.NDArray[Any], fmt: str | Format, words: Any, *,
     return _values(codes, nans, fmt).astype(arr.dtype, copy=False)
 
 
+def _float32_layout(fmt: Format) -> bool:
+    """True if codes shifted left by 23 - M are the float32 bit patterns (fp32, tf32)."""
+    return fmt.encoding is Encoding.IEEE and fmt.exponent_bits == 8 and fmt.bias == 127
+
+
 def _values(codes: Any, nans: Any, fmt: Format) -> Any:
-    vals = value_table(fmt)[codes.astype(np.intp)] if fmt.bits <= 16 else _decode_arith(codes, fmt)
+    if fmt.bits <= 16:
+        vals = value_table(fmt)[codes.astype(np.intp)]
+    elif _float32_layout(fmt):
+        vals = (codes.astype(np.uint32) << np.uint32(23 - fmt.mantissa_bits)).view(np.float32)
+    else:
+        vals = _decode_arith(codes, fmt)
     if not fmt.has_nan and nans.any():
         vals = np.where(nans, np.float32(np.nan), vals)
     return vals

@@ -1,0 +1,53 @@
+"""Tensor-core GEMM model speed as a ratio to NumPy's float32 BLAS matmul, one run.
+
+Usage: python benchmarks/bench_matmul.py [--n 512] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+
+import ampref
+
+
+def best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+    fn()
+    t = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        t.append(time.perf_counter() - t0)
+    return min(t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=512)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    n = args.n
+    rng = np.random.default_rng(0)
+    print(f"machine: {platform.machine()}, numpy {np.__version__}; GEMM {n}^3, "
+          f"threads {args.threads}")
+    a32 = rng.standard_normal((n, n)).astype(np.float32)
+    b32 = rng.standard_normal((n, n)).astype(np.float32)
+    t_blas = best(lambda: a32 @ b32, 20)
+    print(f"numpy float32 BLAS matmul: {t_blas * 1e3:.2f} ms")
+    for model, fmt in (("tensorcore:h100", "fp16"), ("tensorcore:h100", "bf16"),
+                       ("tensorcore:b200", "e4m3"), ("tensorcore:a100", "tf32")):
+        rnd = "toward_zero" if fmt == "tf32" else "nearest_even"
+        A = ampref.quantize(a32, fmt, rnd, saturate=True).astype(np.float64)
+        B = ampref.quantize(b32, fmt, rnd, saturate=True).astype(np.float64)
+        t = best(lambda: ampref.matmul(A, B, input_format=fmt, accumulation=model,
+                                       threads=args.threads), args.repeat)
+        print(f"{model:18} {fmt:5} {t:7.3f} s  {n**3 / t / 1e6:6.1f} M MAC/s  "
+              f"{t / t_blas:6.0f}x BLAS")
+
+
+if __name__ == "__main__":
+    main()
