@@ -7,6 +7,8 @@ from .accumulation import error_bound, matmul
 from .cast import as_ml_dtype, decode, encode, quantize, value_table
 from .formats import FORMATS, Encoding, Format, format_names, get_format
 from .rounding import RoundingMode, get_rounding
+from . import fp8scaling, scaling
+from .scaling import LossScaler, StaticLossScaler, clip_grad_norm
 
 __version__ = "0.1.0"
 
@@ -24,7 +26,8 @@ float6_e3m2fn = FORMATS["float6_e3m2fn"]
 float4_e2m1fn = FORMATS["float4_e2m1fn"]
 
 __all__ = [
-    "FORMATS", "Encoding", "Format", "RoundingMode", "accumulation", "as_ml_dtype", "decode",
+    "FORMATS", "Encoding", "Format", "LossScaler", "RoundingMode", "StaticLossScaler",
+    "clip_grad_norm", "fp8scaling", "scaling", "accumulation", "as_ml_dtype", "decode",
     "encode", "error_bound", "matmul", "tensorcore",
     "format_names", "get_format", "get_rounding", "quantize", "value_table",
     *FORMATS,

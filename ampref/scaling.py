@@ -1,0 +1,609 @@
+"""Dynamic loss scaling: one parameterised state machine, every framework a profile.
+
+Reference algorithm (``specs/scaling.md`` SCL-UPD-*), executed by :func:`transition`::
+
+    on update(found_inf):
+        step += 1
+        if found_inf:                                   # the optimizer step is skipped
+            growth_tracker = 0; last_overflow = step    # SCL-UPD-002
+            hysteresis_tracker -= 1
+            if hysteresis_tracker > 0: action = "skip"          # absorbed (SCL-HYS-001)
+            elif floor == "raise" and scale == min_scale: raise ScaleFloorError
+            else:
+                scale = R(scale * backoff)  (or R(scale / growth) when backoff_op="divide")
+                if min_scale is not None and floor != "none": scale = max(scale, min_scale)
+                action = "backoff" (or "clamp" when the floor bit)
+        else:                                           # the optimizer step is applied
+            if refill == "any_clean": hysteresis_tracker = hysteresis
+            growth_tracker += 1
+            if growth_due(growth_rule):                 # SCL-GRW-001..004
+                growth_tracker = 0
+                if refill == "growth": hysteresis_tracker = hysteresis
+                cand = R(scale * growth)
+                if max_scale is not None: cand = min(cand, max_scale)
+                if refuse_inf and not finite(cand): action = "hold"   # SCL-GRW-005
+                else: scale = cand; action = "grow"
+            else: action = "hold"
+
+``R`` is the framework's scale arithmetic (SCL-ARI-001): ``f64_to_f32`` =
+float32(float64(scale) * factor) (torch), ``f32`` = an IEEE float32 multiply (Keras, jmp,
+Megatron tensors), ``f64`` = Python floats (Apex, DeepSpeed).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = ["ScalerConfig", "ScalerState", "ScaleEvent", "transition", "PROFILES",
+           "LossScaler", "StaticLossScaler", "ScaleFloorError", "LossScaleWarning",
+           "clip_grad_norm"]
+
+GrowthRule = Literal["equal", "at_least", "modulo", "since_overflow"]
+Arith = Literal["f64_to_f32", "f32", "f64"]
+Floor = Literal["none", "clamp", "raise"]
+Refill = Literal["any_clean", "growth"]
+
+
+class ScaleFloorError(RuntimeError):
+    """Backoff requested while the scale already sits at ``min_scale`` (DeepSpeed)."""
+
+
+class LossScaleWarning(UserWarning):
+    """The scale collapsed toward zero or overflows keep coming."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalerConfig:
+    """Every parameter of the dynamic loss-scale state machine (data, not code)."""
+
+    init_scale: float = 2.0**16
+    growth_factor: float = 2.0
+    backoff_factor: float = 0.5
+    growth_interval: int = 2000
+    growth_rule: GrowthRule = "equal"
+    backoff_op: Literal["multiply", "divide"] = "multiply"
+    arith: Arith = "f64_to_f32"
+    hysteresis: int = 1
+    refill: Refill = "any_clean"
+    min_scale: float | None = None
+    floor: Floor = "none"
+    max_scale: float | None = None
+    refuse_inf_growth: bool = True
+
+    def __post_init__(self) -> None:
+        _check_range("growth_factor", self.growth_factor, lo=1.0, lo_open=True)
+        _check_range("backoff_factor", self.backoff_factor, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+        _check_int("growth_interval", self.growth_interval)
+        _check_int("hysteresis", self.hysteresis)
+        _check_range("init_scale", self.init_scale, lo=0.0, lo_open=True)
+        for name, allowed in (("growth_rule", GrowthRule), ("arith", Arith), ("floor", Floor),
+                              ("refill", Refill), ("backoff_op", Literal["multiply", "divide"])):
+            choices = allowed.__args__  # type: ignore[attr-defined]
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
+        if self.min_scale is not None:
+            _check_range("min_scale", self.min_scale, lo=0.0, lo_open=True)
+        if self.max_scale is not None:
+            _check_range("max_scale", self.max_scale, lo=0.0, lo_open=True)
+        if self.floor != "none" and self.min_scale is None:
+            raise ValueError(f"floor={self.floor!r} needs a min_scale")
+
+
+def _check_range(name: str, v: Any, *, lo: float | None = None, hi: float | None = None,
+                 lo_open: bool = False, hi_open: bool = False) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a number, got {type(v).__name__}: {v!r}")
+    v = float(v)
+    bad = not math.isfinite(v)
+    if lo is not None:
+        bad |= v <= lo if lo_open else v < lo
+    if hi is not None:
+        bad |= v >= hi if hi_open else v > hi
+    if bad:
+        lo_s = "" if lo is None else f"{lo} {'<' if lo_open else '<='} "
+        hi_s = "" if hi is None else f" {'<' if hi_open else '<='} {hi}"
+        raise ValueError(f"{name} must satisfy {lo_s}{name}{hi_s} (finite), got {v!r}")
+
+
+def _check_int(name: str, v: Any) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} must be a positive int (>= 1), got {v!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalerState:
+    """Immutable state: the scale (rounded as the profile stores it) and counters."""
+
+    scale: float
+    growth_tracker: int = 0
+    hysteresis_tracker: int = 1
+    step: int = 0
+    last_overflow: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScaleEvent:
+    """One update, for the audit log (SCL-AUD-001)."""
+
+    step: int
+    found_inf: bool
+    scale_before: float
+    scale_after: float
+    growth_tracker: int
+    hysteresis_tracker: int
+    action: Literal["grow", "backoff", "hold", "skip", "clamp", "raise"]
+
+    @property
+    def applied(self) -> bool:
+        """True when the optimizer step was applied (no overflow)."""
+        return not self.found_inf
+
+
+def _store(x: float, arith: Arith) -> float:
+    return float(np.float32(x)) if arith in ("f64_to_f32", "f32") else float(x)
+
+
+def _mul(scale: float, factor: float, arith: Arith) -> float:
+    if arith == "f64_to_f32":
+        with np.errstate(over="ignore"):
+            return float(np.float32(np.float64(scale) * np.float64(factor)))
+    if arith == "f32":
+        with np.errstate(over="ignore", under="ignore"):
+            return float(np.float32(scale) * np.float32(factor))
+    return scale * factor if math.isfinite(scale * factor) else math.inf
+
+
+def _div(scale: float, factor: float, arith: Arith) -> float:
+    if arith == "f32":
+        with np.errstate(under="ignore"):
+            return float(np.float32(scale) / np.float32(factor))
+    return _store(float(np.float64(scale) / np.float64(factor)), arith)
+
+
+def initial_state(cfg: ScalerConfig) -> ScalerState:
+    scale = _store(cfg.init_scale, cfg.arith)
+    if cfg.max_scale is not None:
+        scale = min(scale, cfg.max_scale)
+    return ScalerState(scale=scale, hysteresis_tracker=cfg.hysteresis)
+
+
+def _growth_due(cfg: ScalerConfig, st: ScalerState, tracker: int, step: int) -> bool:
+    if cfg.growth_rule == "equal":
+        return tracker == cfg.growth_interval
+    if cfg.growth_rule == "at_least":
+        return tracker >= cfg.growth_interval
+    if cfg.growth_rule == "modulo":  # jmp: the stored counter equals period - 1
+        return st.growth_tracker == cfg.growth_interval - 1
+    stable = step - st.last_overflow - 1  # DeepSpeed: clean steps since the last overflow
+    return stable > 0 and stable % cfg.growth_interval == 0
+
+
+def transition(cfg: ScalerConfig, st: ScalerState, found_inf: bool) -> tuple[ScalerState, ScaleEvent]:
+    """The pure update rule (module docstring). Raises :class:`ScaleFloorError`."""
+    step = st.step + 1
+    if found_inf:
+        hyst = st.hysteresis_tracker - 1
+        scale, action = st.scale, "skip"
+        if hyst <= 0:
+            if cfg.floor == "raise" and st.scale == cfg.min_scale:
+                raise ScaleFloorError(
+                    f"loss scale already at its minimum {cfg.min_scale} and step {step} "
+                    "overflowed again: cannot decrease the scale (DeepSpeed raises here)")
+            new = (_div(st.scale, cfg.growth_factor, cfg.arith) if cfg.backoff_op == "divide"
+                   else _mul(st.scale, cfg.backoff_factor, cfg.arith))
+            action = "backoff"
+            if cfg.min_scale is not None and cfg.floor != "none" and new < cfg.min_scale:
+                new, action = _store(cfg.min_scale, cfg.arith), "clamp"
+            scale = new
+        new_st = replace(st, scale=scale, growth_tracker=0, hysteresis_tracker=hyst, step=step,
+                         last_overflow=step)
+        return new_st, _event(st, new_st, True, action)
+    hyst = cfg.hysteresis if cfg.refill == "any_clean" else st.hysteresis_tracker
+    tracker = st.growth_tracker + 1
+    scale, action = st.scale, "hold"
+    if _growth_due(cfg, st, tracker, step):
+        tracker = 0
+        if cfg.refill == "growth":
+            hyst = cfg.hysteresis
+        cand = _mul(st.scale, cfg.growth_factor, cfg.arith)
+        if cfg.max_scale is not None:
+            cand = min(cand, cfg.max_scale)
+        if not (cfg.refuse_inf_growth and not math.isfinite(cand)):
+            scale, action = cand, "grow"
+    elif cfg.growth_rule == "modulo":
+        tracker = tracker % cfg.growth_interval
+    new_st = replace(st, scale=scale, growth_tracker=tracker, hysteresis_tracker=hyst, step=step)
+    return new_st, _event(st, new_st, False, action)
+
+
+def _event(old: ScalerState, new: ScalerState, found_inf: bool, action: str) -> ScaleEvent:
+    return ScaleEvent(step=new.step, found_inf=found_inf, scale_before=old.scale,
+                      scale_after=new.scale, growth_tracker=new.growth_tracker,
+                      hysteresis_tracker=new.hysteresis_tracker, action=action)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- profiles
+@dataclass(frozen=True)
+class Profile:
+    """A framework: its defaults, and which parameters it fixes (overrides refused)."""
+
+    name: str
+    config: ScalerConfig
+    fixed: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+
+
+_NO_HYST = "has no hysteresis"
+_FIXED_2 = "fixes the factors at 2 and 1/2"
+
+#: name -> profile (SCL-PRF-*). Adding a framework is adding a row.
+PROFILES: dict[str, Profile] = {p.name: p for p in (
+    Profile("torch", ScalerConfig(), {"hysteresis": _NO_HYST, "min_scale": "has no floor",
+                                      "max_scale": "has no cap"},
+            "torch/amp/grad_scaler.py, aten AmpGradScalerKernels (_amp_update_scale_)"),
+    Profile("tf-keras", ScalerConfig(init_scale=2.0**15, growth_rule="at_least", arith="f32",
+                                     min_scale=1.0, floor="clamp"),
+            {"growth_factor": _FIXED_2, "backoff_factor": _FIXED_2, "hysteresis": _NO_HYST,
+             "min_scale": "fixes its floor at 1", "max_scale": "has no cap"},
+            "tf_keras/src/mixed_precision/loss_scale_optimizer.py"),
+    Profile("keras3", ScalerConfig(init_scale=2.0**15, arith="f32", refuse_inf_growth=False),
+            {"growth_factor": _FIXED_2, "backoff_factor": _FIXED_2, "hysteresis": _NO_HYST,
+             "min_scale": "has no floor", "max_scale": "has no cap"},
+            "keras/src/optimizers/loss_scale_optimizer.py"),
+    Profile("jmp", ScalerConfig(growth_rule="modulo", backoff_op="divide", arith="f32",
+                                min_scale=1.0, floor="clamp"),
+            {"backoff_factor": "divides by growth_factor", "hysteresis": _NO_HYST,
+             "max_scale": "has no cap"},
+            "jmp/_src/loss_scale.py (DynamicLossScale.adjust)"),
+    Profile("apex", ScalerConfig(arith="f64", max_scale=2.0**24),
+            {"growth_factor": _FIXED_2 + " (scale_factor is unused)", "backoff_factor": _FIXED_2,
+             "hysteresis": _NO_HYST},
+            "apex/amp/scaler.py at cb65b8ed~1 (LossScaler.update_scale)"),
+    Profile("deepspeed", ScalerConfig(growth_interval=1000, growth_rule="since_overflow",
+                                      arith="f64", hysteresis=2, refill="growth", min_scale=1.0,
+                                      floor="raise", refuse_inf_growth=False),
+            {"growth_factor": _FIXED_2, "backoff_factor": _FIXED_2, "max_scale": "has no cap"},
+            "deepspeed/runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale)"),
+    Profile("deepspeed-consecutive", ScalerConfig(growth_interval=1000, growth_rule="since_overflow",
+                                                  arith="f64", hysteresis=2, refill="any_clean",
+                                                  min_scale=1.0, floor="raise",
+                                                  refuse_inf_growth=False),
+            {"growth_factor": _FIXED_2, "backoff_factor": _FIXED_2, "max_scale": "has no cap"},
+            "deepspeed loss_scaler.py with consecutive_hysteresis=True"),
+    Profile("megatron", ScalerConfig(init_scale=2.0**32, growth_interval=1000, arith="f32",
+                                     hysteresis=2, refill="growth", min_scale=1.0, floor="clamp",
+                                     refuse_inf_growth=False),
+            {"max_scale": "has no cap"},
+            "megatron/core/optimizer/grad_scaler.py (DynamicGradScaler.update)"),
+)}
+
+_OVERRIDES = ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "hysteresis",
+              "min_scale", "max_scale")
+
+
+# ----------------------------------------------------------------------------- objects
+class LossScaler:
+    """Everyday wrapper around :func:`transition` with torch's call protocol.
+
+    ``scale_loss`` -> backward -> ``unscale(grads)`` (optionally per optimizer, and
+    ``clip_grad_norm``) -> ``update()`` returns True when the optimizer step applies.
+    """
+
+    def __init__(self, config: ScalerConfig | None = None, *, profile: str = "custom",
+                 warn_overflow_run: int = 20, warn_scale_below: float = 2.0**-24,
+                 **params: Any) -> None:
+        if config is not None and params:
+            raise TypeError("pass either a ScalerConfig or keyword parameters, not both")
+        self.config = config if config is not None else ScalerConfig(**params)
+        self.profile = profile
+        self.state = initial_state(self.config)
+        self.events: list[ScaleEvent] = []
+        self.warn_overflow_run = warn_overflow_run
+        self.warn_scale_below = warn_scale_below
+        self._found: dict[str, bool] = {}
+        self._overflow_run = 0
+        self._warned: set[str] = set()
+
+    @classmethod
+    def from_profile(cls, name: str, **overrides: Any) -> LossScaler:
+        """The scaler of a framework, by name (``PROFILES``), with allowed overrides.
+
+        Raises:
+            ValueError: unknown profile (choices listed), unknown override name, an
+                override of a value the framework fixes, or an invalid value.
+        """
+        if name not in PROFILES:
+            raise ValueError(f"unknown loss-scale profile {name!r}; choose one of {', '.join(PROFILES)}")
+        prof = PROFILES[name]
+        for key in overrides:
+            if key not in _OVERRIDES:
+                raise ValueError(f"unknown override {key!r} for profile {name!r}; overridable: "
+                                 f"{', '.join(_OVERRIDES)}")
+            if key in prof.fixed:
+                raise ValueError(f"profile {name!r} {prof.fixed[key]}: cannot override {key}; "
+                                 f"use ampref.LossScaler(...) for custom parameters")
+        cfg = prof.config
+        if overrides.get("min_scale") is not None and cfg.floor == "none":
+            overrides["floor"] = "clamp"
+        if name == "jmp" and "growth_factor" in overrides:
+            overrides["backoff_factor"] = 1.0 / float(overrides["growth_factor"])
+        return cls(replace(cfg, **overrides), profile=name)
+
+    # -- scale ---------------------------------------------------------------------
+    @property
+    def scale(self) -> float:
+        """Current scale (a float32 value for float32-storing profiles)."""
+        return self.state.scale
+
+    def scale_loss(self, loss: Any) -> Any:
+        """loss * scale (SCL-OBJ-001): a 0-d loss gives float32 (float64 for float64),
+        an n-d loss keeps its dtype (computed in float32, rounded once to it)."""
+        arr = np.asarray(loss)
+        if arr.dtype.kind != "f":
+            raise TypeError(f"scale_loss expects a floating loss, got dtype {arr.dtype}")
+        if arr.dtype == np.float64:
+            return arr * np.float64(np.float32(self.scale))
+        with np.errstate(over="ignore"):
+            out = arr.astype(np.float32) * np.float32(self.scale)
+        return out if arr.ndim == 0 or arr.dtype == np.float32 else out.astype(arr.dtype)
+
+    # -- unscale ---------------------------------------------------------------------
+    def unscale(self, grads: Any, *, optimizer: str = "default",
+                allow_fp16: bool = False) -> tuple[Any, bool]:
+        """Unscale gradients with torch's kernel semantics (SCL-UNS-001).
+
+        inv = float32(1 / float64(scale)); found_inf is set if any *scaled* value is
+        inf/NaN; each gradient becomes round(widen(g) * inv) in its own dtype (float16
+        and float32 in float32, float64 in float64). ``grads`` is an array, a list/tuple
+        or a dict of arrays (None entries pass through).
+
+        Raises:
+            RuntimeError: this optimizer's gradients were already unscaled since the
+                last update (torch: "unscale_() has already been called ...").
+            ValueError: float16 gradients without ``allow_fp16`` (torch refuses them).
+        """
+        if optimizer in self._found:
+            raise RuntimeError(f"unscale() has already been called for optimizer {optimizer!r} "
+                               "since the last update()")
+        inv = np.float32(1.0 / np.float64(self.scale)) if self.scale != 0 else np.float32(np.inf)
+        found = False
+
+        def one(g: Any) -> Any:
+            nonlocal found
+            if g is None:
+                return None
+            a = np.asarray(g)
+            if a.dtype == np.float16 and not allow_fp16:
+                raise ValueError("Attempting to unscale FP16 gradients (torch refuses them; "
+                                 "keep fp32 master gradients or pass allow_fp16=True)")
+            if a.dtype.kind != "f":
+                raise TypeError(f"gradients must be floating arrays, got dtype {a.dtype}")
+            found = found or not bool(np.isfinite(a).all())
+            wide = a.astype(np.float64 if a.dtype == np.float64 else np.float32)
+            with np.errstate(over="ignore", invalid="ignore"):
+                out = wide * (np.float64(inv) if a.dtype == np.float64 else inv)
+            return out.astype(a.dtype)
+
+        if isinstance(grads, dict):
+            result: Any = {k: one(v) for k, v in grads.items()}
+        elif isinstance(grads, (list, tuple)):
+            result = type(grads)(one(g) for g in grads)
+        else:
+            result = one(grads)
+        self._found[optimizer] = found
+        return result, found
+
+    def record_inf(self, found_inf: bool, *, optimizer: str = "default") -> None:
+        """Record an inf check done elsewhere (e.g. on a device) for ``optimizer``."""
+        if optimizer in self._found:
+            raise RuntimeError(f"an inf check is already recorded for optimizer {optimizer!r}")
+        self._found[optimizer] = bool(found_inf)
+
+    def is_unscaled(self, optimizer: str = "default") -> bool:
+        return optimizer in self._found
+
+    # -- update ----------------------------------------------------------------------
+    def update(self, found_inf: bool | None = None) -> bool:
+        """One transition for the whole step; returns True when the step is applied.
+
+        With ``found_inf=None`` the checks recorded by :meth:`unscale` (any number of
+        optimizers, any number of micro-batches before) are combined: one backoff per
+        update however many optimizers overflowed (SCL-OBJ-003).
+
+        Raises:
+            RuntimeError: no inf check was recorded and none was passed.
+            ScaleFloorError: DeepSpeed-style floor reached.
+        """
+        if found_inf is None:
+            if not self._found:
+                raise RuntimeError("No inf checks were recorded prior to update(): call "
+                                   "unscale(grads) or pass update(found_inf=...)")
+            found_inf = any(self._found.values())
+        self._found = {}
+        try:
+            self.state, ev = transition(self.config, self.state, bool(found_inf))
+        except ScaleFloorError:
+            self.events.append(ScaleEvent(step=self.state.step + 1, found_inf=True,
+                                          scale_before=self.state.scale, scale_after=self.state.scale,
+                                          growth_tracker=0, hysteresis_tracker=self.state.hysteresis_tracker,
+                                          action="raise"))
+            raise
+        self.events.append(ev)
+        self._watch(ev)
+        return ev.applied
+
+    def _watch(self, ev: ScaleEvent) -> None:
+        self._overflow_run = self._overflow_run + 1 if ev.found_inf else 0
+        if self._overflow_run >= self.warn_overflow_run and "run" not in self._warned:
+            self._warned.add("run")
+            warnings.warn(f"{self._overflow_run} consecutive overflowing steps up to step {ev.step}: "
+                          f"loss scale now {ev.scale_after:g}; every step is being skipped "
+                          "(NaN/inf in the loss or the model, not only in the scale?)",
+                          LossScaleWarning, stacklevel=3)
+        if ev.scale_after < self.warn_scale_below and "collapse" not in self._warned:
+            self._warned.add("collapse")
+            warnings.warn(f"loss scale collapsed to {ev.scale_after:g} at step {ev.step} "
+                          f"(below {self.warn_scale_below:g}); with no floor it can reach 0 and "
+                          "then every step is skipped (set min_scale)", LossScaleWarning, stacklevel=3)
+
+    # -- audit -----------------------------------------------------------------------
+    def audit_log(self) -> list[dict[str, Any]]:
+        """Every update as a dict (SCL-AUD-001)."""
+        return [dataclasses.asdict(e) | {"applied": e.applied} for e in self.events]
+
+    def skipped_steps(self) -> list[int]:
+        return [e.step for e in self.events if e.found_inf]
+
+    def export_audit(self, path: str | os.PathLike[str], fmt: str | None = None) -> None:
+        """Write the audit log as CSV or JSON (by ``fmt`` or the suffix), atomically:
+        a failed write never destroys an existing file (SCL-AUD-002)."""
+        path = os.fspath(path)
+        kind = fmt or ("json" if path.endswith(".json") else "csv" if path.endswith(".csv") else None)
+        if kind not in ("csv", "json"):
+            raise ValueError(f"audit export format must be 'csv' or 'json', got {kind!r} for {path!r}")
+        rows = self.audit_log()
+        if kind == "json":
+            text = json.dumps({"profile": self.profile, "events": rows}, indent=1)
+        else:
+            buf = io.StringIO()
+            names = [f.name for f in dataclasses.fields(ScaleEvent)] + ["applied"]
+            w = csv.DictWriter(buf, fieldnames=names)
+            w.writeheader()
+            w.writerows(rows)
+            text = buf.getvalue()
+        atomic_write(path, text)
+
+    def report(self) -> str:
+        """Short text summary: steps, skipped steps, scale range and actions."""
+        ev = self.events
+        skipped = self.skipped_steps()
+        acts = {a: sum(e.action == a for e in ev) for a in ("grow", "backoff", "clamp", "skip")}
+        return (f"{self.profile} loss scaler: {len(ev)} updates, {len(skipped)} skipped "
+                f"(steps {_ranges(skipped)}), scale {ev[0].scale_before if ev else self.scale:g} -> "
+                f"{self.scale:g}; " + ", ".join(f"{k} {v}" for k, v in acts.items()))
+
+    # -- state dict --------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """torch profile: exactly GradScaler's five keys; others: every field (SCL-STA-*)."""
+        st, cfg = self.state, self.config
+        if self.profile == "torch":
+            return {"scale": st.scale, "growth_factor": cfg.growth_factor,
+                    "backoff_factor": cfg.backoff_factor, "growth_interval": cfg.growth_interval,
+                    "_growth_tracker": st.growth_tracker}
+        return {"profile": self.profile, "config": dataclasses.asdict(cfg),
+                "state": dataclasses.asdict(st)}
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        """Load a dict from :meth:`state_dict` (or from ``torch.amp.GradScaler``).
+
+        As torch does, the factors and interval of a torch dict replace the current ones.
+
+        Raises:
+            ValueError: empty dict, missing or unexpected keys, or another profile's dict.
+        """
+        if not sd:
+            raise ValueError("the state dict is empty (saved from a disabled scaler?)")
+        if self.profile == "torch":
+            keys = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"}
+            if set(sd) != keys:
+                raise ValueError(f"a torch GradScaler state dict has keys {sorted(keys)}, got {sorted(sd)}")
+            self.config = replace(self.config, growth_factor=float(sd["growth_factor"]),
+                                  backoff_factor=float(sd["backoff_factor"]),
+                                  growth_interval=int(sd["growth_interval"]))
+            self.state = replace(self.state, scale=float(np.float32(sd["scale"])),
+                                 growth_tracker=int(sd["_growth_tracker"]))
+            return
+        if set(sd) != {"profile", "config", "state"}:
+            raise ValueError(f"expected keys ['config', 'profile', 'state'], got {sorted(sd)}")
+        if sd["profile"] != self.profile:
+            raise ValueError(f"state dict of profile {sd['profile']!r} loaded into a {self.profile!r} scaler")
+        self.config = ScalerConfig(**sd["config"])
+        self.state = ScalerState(**sd["state"])
+
+
+class StaticLossScaler(LossScaler):
+    """A fixed scale: ``update`` never changes it; overflowing steps are still skipped."""
+
+    def __init__(self, scale: float) -> None:
+        _check_range("scale", scale, lo=0.0, lo_open=True)
+        super().__init__(ScalerConfig(init_scale=float(scale), arith="f64"), profile="static")
+
+    def update(self, found_inf: bool | None = None) -> bool:
+        if found_inf is None:
+            if not self._found:
+                raise RuntimeError("No inf checks were recorded prior to update()")
+            found_inf = any(self._found.values())
+        self._found = {}
+        st = replace(self.state, step=self.state.step + 1)
+        ev = _event(self.state, st, bool(found_inf), "skip" if found_inf else "hold")
+        self.state = st
+        self.events.append(ev)
+        return ev.applied
+
+
+def clip_grad_norm(grads: list[Any], max_norm: float, *, scaler: LossScaler | None = None,
+                   optimizer: str = "default", error_if_nonfinite: bool = False) -> float:
+    """Clip gradients in place to a total L2 norm (SCL-CLP-001); returns the norm.
+
+    The norm is sqrt(sum of squares) accumulated in float64 over the arrays in order.
+    With a ``scaler`` whose gradients for ``optimizer`` are still scaled, clipping
+    would use the scaled norm: refused with ``RuntimeError``. A non-finite norm leaves
+    the gradients untouched and is returned (or raises with ``error_if_nonfinite``).
+    """
+    _check_range("max_norm", max_norm, lo=0.0, lo_open=True)
+    if scaler is not None and not scaler.is_unscaled(optimizer):
+        raise RuntimeError(f"clip_grad_norm before unscale: optimizer {optimizer!r}'s gradients "
+                           "are still multiplied by the loss scale; call scaler.unscale(grads) first")
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = math.sqrt(sum(float(np.sum(np.asarray(g, np.float64) ** 2)) for g in grads if g is not None))
+    if not math.isfinite(total):
+        if error_if_nonfinite:
+            raise FloatingPointError(f"total gradient norm is {total} (non-finite); nothing clipped")
+        return total
+    coef = max_norm / (total + 1e-6)
+    if coef < 1:
+        for g in grads:
+            if g is not None:
+                g[...] = (g.astype(np.float64) * coef).astype(g.dtype)
+    return total
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and an atomic rename."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _ranges(steps: list[int]) -> str:
+    if not steps:
+        return "none"
+    out, start, prev = [], steps[0], steps[0]
+    for s in steps[1:] + [None]:  # type: ignore[list-item]
+        if s is not None and s == prev + 1:
+            prev = s
+            continue
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if s is not None:
+            start = prev = s
+    return ", ".join(out)

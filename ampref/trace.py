@@ -1,0 +1,58 @@
+"""Traceability: spec clauses (specs/*.md) against the tests that cite them.
+
+    python -m ampref.trace [--root .]     # prints clause -> tests, and uncovered clauses
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+CLAUSE = re.compile(r"\b([A-Z]{2,4}-[A-Z0-9]{2,5}-\d{3})\b")
+
+
+def spec_clauses(root: Path) -> dict[str, str]:
+    """Clause ID -> spec file, for every ID defined (in bold or a table) in specs/*.md."""
+    out: dict[str, str] = {}
+    for md in sorted((root / "specs").glob("*.md")):
+        for cid in CLAUSE.findall(md.read_text()):
+            out.setdefault(cid, md.name)
+    return out
+
+
+def cited_clauses(root: Path) -> dict[str, list[str]]:
+    """Clause ID -> test functions whose clause marker cites it."""
+    cites: dict[str, list[str]] = {}
+    for py in sorted((root / "tests").glob("test_*.py")):
+        current = None
+        pending: list[str] = []
+        for line in py.read_text().splitlines():
+            if "mark.clause(" in line or (pending and line.lstrip().startswith('"')):
+                pending += CLAUSE.findall(line)
+            m = re.match(r"\s*def (test_\w+)", line)
+            if m:
+                current = f"{py.name}::{m.group(1)}"
+                for cid in pending:
+                    cites.setdefault(cid, []).append(current)
+                pending = []
+    return cites
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="spec clause -> test traceability matrix")
+    ap.add_argument("--root", default=".")
+    root = Path(ap.parse_args().root)
+    clauses, cites = spec_clauses(root), cited_clauses(root)
+    for cid in sorted(clauses):
+        tests = cites.get(cid, [])
+        print(f"{cid:14} {clauses[cid]:18} {len(tests):3} test(s)  {', '.join(tests[:3])}")
+    missing = sorted(set(clauses) - set(cites))
+    unknown = sorted(set(cites) - set(clauses))
+    print(f"\n{len(clauses)} clauses, {len(clauses) - len(missing)} cited by tests; "
+          f"uncited: {missing or 'none'}; cited but undefined: {unknown or 'none'}")
+    return 1 if missing or unknown else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

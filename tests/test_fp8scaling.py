@@ -1,0 +1,147 @@
+"""FP8 recipes: Transformer Engine delayed/current scaling rules and OCP MX block scaling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ampref
+from ampref.fp8scaling import (FLT_MAX, DelayedScaling, amax, current_scale, mx_quantize,
+                               mx_scale_exponents, quantize_per_tensor)
+
+
+@pytest.mark.clause("FP8-AMX-001")
+def test_amax_ignores_nan_and_propagates_inf() -> None:
+    assert amax(np.array([1.0, np.nan, -3.0])) == 3.0
+    assert amax(np.array([1.0, -np.inf, np.nan])) == np.inf
+
+
+@pytest.mark.clause("FP8-DEL-001", "FP8-DEL-002")
+def test_delayed_scaling_documented_cases() -> None:
+    r = DelayedScaling(amax_history_len=4)
+    st = r.init()
+    st = r.update(r.record(st, np.array([2.0])))          # normal: 448 / 2
+    assert st.scale == np.float32(224.0)
+    st = r.update(r.record(st, np.array([np.inf])))        # inf amax: keep previous
+    assert st.scale == np.float32(224.0) and r.frozen_by_inf(st)
+    r2 = DelayedScaling(amax_history_len=1, margin=1)
+    s2 = r2.update(r2.record(r2.init(), np.array([1e-40], np.float32)))  # 448/amax overflows
+    assert s2.scale == np.float32(FLT_MAX)
+    s3 = r2.update(r2.record(r2.init(), np.array([8.0])))
+    assert s3.scale == np.float32(448 / 8 / 2)             # margin halves
+
+
+@pytest.mark.clause("FP8-DEL-003")
+def test_history_rolls_and_max_takes_the_window() -> None:
+    r = DelayedScaling(amax_history_len=3)
+    st = r.init()
+    for a, want in [(4.0, 112.0), (1.0, 112.0), (2.0, 112.0), (1.0, 224.0), (1.0, 224.0), (1.0, 448.0)]:
+        st = r.update(r.record(st, np.array([a])))
+        assert st.scale == np.float32(want), (a, st.history)
+    recent = DelayedScaling(amax_history_len=3, amax_compute_algo="most_recent")
+    st = recent.update(recent.record(recent.update(recent.record(recent.init(), [4.0])), [1.0]))
+    assert st.scale == np.float32(448.0)
+
+
+@pytest.mark.clause("FP8-DEL-004")
+def test_fused_kernel_skips_a_zero_amax_while_the_unfused_path_rolls() -> None:
+    fused, unfused = DelayedScaling(amax_history_len=2), DelayedScaling(amax_history_len=2, kernel="unfused")
+    for r in (fused, unfused):
+        st = r.update(r.record(r.init(), [4.0]))
+        st2 = r.update(st)  # nothing recorded this step (amax 0)
+        if r.kernel == "fused":
+            assert np.array_equal(st2.history, st.history) and st2.scale == st.scale
+        else:
+            assert st2.history[-1] == 0.0 and st2.scale == np.float32(112.0)
+
+
+@pytest.mark.clause("FP8-DEL-002")
+def test_fused_and_unfused_formulas_agree_away_from_over_and_underflow() -> None:
+    rng = np.random.default_rng(0)
+    for margin in range(4):
+        f, u = DelayedScaling(amax_history_len=1, margin=margin), \
+            DelayedScaling(amax_history_len=1, margin=margin, kernel="unfused")
+        for a in np.exp(rng.uniform(-30, 30, 2000)).astype(np.float32):
+            assert f.update(f.record(f.init(), [a])).scale == u.update(u.record(u.init(), [a])).scale
+
+
+@pytest.mark.clause("FP8-CUR-001")
+def test_current_scaling_rules_and_the_te_reference_disagreement() -> None:
+    assert current_scale(2.0) == np.float32(224.0)
+    assert current_scale(0.0) == 1.0 and current_scale(np.inf) == 1.0 and current_scale(np.nan) == 1.0
+    assert current_scale(np.inf, inf_amax="te-python-reference") == 0.0
+    assert current_scale(1e-3, epsilon=1.0) == np.float32(448.0)
+    assert current_scale(3.0, pow2=True) == 128.0  # 149.33 rounded down to 2^7
+    assert current_scale(1e-40) == np.float32(FLT_MAX)
+    assert np.isinf(current_scale(1e-40, value_for_inf=None))  # TE/JAX: no clamp
+    codes, inv = quantize_per_tensor(np.array([1.0, 1e9, -np.inf, np.nan]), 2.0)
+    assert list(codes[:3]) == [0x40, 0x7E, 0xFE] and codes[3] == 0x7F and inv == 0.5
+
+
+def te_float_to_e8m0(v: np.float32) -> int:
+    """Transformer Engine's software float_to_e8m0 (ptx_arch_spec.cuh), restated."""
+    b = int(np.array([v], np.float32).view(np.uint32)[0])
+    if np.isnan(v):
+        return 0xFF
+    if np.isinf(v):
+        return 0xFE
+    if v == 0:
+        return 0
+    e, m = (b >> 23) & 0xFF, b & 0x7FFFFF
+    if m > 0 and e != 0xFE and not (e == 0 and m <= 0x400000):
+        e += 1
+    return e
+
+
+@pytest.mark.clause("FP8-MX-002")
+@pytest.mark.parametrize("elem", ["e4m3", "e5m2"])
+def test_rceil_equals_transformer_engines_e8m0_formula(elem: str) -> None:
+    f = ampref.get_format(elem)
+    rng = np.random.default_rng(1)
+    sig = np.arange(1 << 23, dtype=np.uint32)[::97]  # every 97th significand of a binade
+    for exp in (120, 127, 140):
+        a = ((np.uint32(exp) << np.uint32(23)) | sig).view(np.float32)
+        ours = mx_scale_exponents(a, f, "rceil") + 127
+        inv = np.float32(1) / np.float32(f.max)
+        theirs = np.array([te_float_to_e8m0(np.float32(x * inv)) for x in a])
+        assert np.array_equal(ours, theirs)
+    del rng
+
+
+@pytest.mark.clause("FP8-MX-001", "FP8-MX-002")
+def test_mx_rules_on_spot_values() -> None:
+    e = mx_scale_exponents(np.array([448.0, 500.0, 1.0, 0.0, np.nan]), "e4m3", "floor")
+    assert list(e) == [0, 0, -8, -127, 128]
+    assert list(mx_scale_exponents(np.array([500.0, 448.0, 256.0]), "e4m3", "rceil")) == [1, 0, 0]
+    assert list(mx_scale_exponents(np.array([500.0, 256.0]), "e4m3", "ceil")) == [1, 0]
+    # even: 15.9 rounds to 16 with 3 mantissa bits, so the floor moves up a binade
+    assert list(mx_scale_exponents(np.array([15.9, 15.0]), "e4m3", "even")) == [-4, -5]
+    assert list(mx_scale_exponents(np.array([2.0**200]), "e2m1", "floor")) == [127]
+
+
+@pytest.mark.clause("FP8-MX-001", "FP8-MX-003")
+def test_floor_rule_saturates_a_quarter_of_e4m3_block_maxima_rceil_none() -> None:
+    sig = 1 + np.arange(4096) / 4096.0            # uniform significands of one binade
+    x = np.zeros((4096, 32))
+    x[:, 0] = sig * 2.0**5
+    for rule, frac in (("floor", 0.25), ("rceil", 0.0)):
+        out = mx_quantize(x, "e4m3", rule=rule)
+        scale = np.ldexp(1.0, out["scale_codes"][:, 0].astype(int) - 127)
+        clipped = np.mean(x[:, 0] / scale > 448)  # block maximum beyond E4M3's max: saturated
+        assert abs(clipped - frac) < 0.001, (rule, clipped)
+
+
+@pytest.mark.clause("FP8-MX-001")
+def test_mx_quantize_shapes_codes_and_errors() -> None:
+    x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(2, 32)
+    x[1, 3] = np.nan
+    out = mx_quantize(x, "e2m1", rule="floor")
+    assert out["scale_codes"].shape == (2, 1) and out["scale_codes"][1, 0] == 0xFF
+    assert np.isnan(out["dequantized"][1]).all()
+    assert set(np.abs(out["elements"][0])) <= {0, 0.5, 1, 1.5, 2, 3, 4, 6}
+    with pytest.raises(ValueError, match="multiple of the block size 32"):
+        mx_quantize(np.ones(40), "e4m3")
+    with pytest.raises(ValueError, match="unknown MX scale rule 'round'"):
+        mx_quantize(np.ones(32), "e4m3", rule="round")
+    with pytest.raises(ValueError, match="amax_compute_algo"):
+        DelayedScaling(amax_compute_algo="mean")  # type: ignore[arg-type]
