@@ -178,8 +178,8 @@ def _fast_path_ok(src: _Source, fmt: Format) -> bool:
             and fmt.minexp >= src.minexp and fmt.encoding is not Encoding.FNU)
 
 
-def _fast_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode,
-                rbits: Any) -> tuple[Any, Any]:
+def _fast_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode, rbits: Any,
+                subnormals: bool = True) -> tuple[Any, Any]:
     """Codes for elements inside the target's normal range, plus a mask of the rest.
 
     Inside the normal range the target quantum is a fixed 2^d0 source quanta, so
@@ -190,6 +190,19 @@ def _fast_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode,
     U = src.udtype
     d0 = src.mant - fmt.mantissa_bits
     rebias = (fmt.minexp + src.bias - fmt.min_exponent_field) << src.mant
+    if _same_layout(src, fmt):
+        # bf16/tf32 from float32: the sign lands in place and source subnormals are the
+        # format's subnormals, so rounding the signed word by one shift is the answer
+        code = _round_shift(u, U(d0), U(d0), rnd, u >> U(src.width - 1) == 1
+                            if _needs_sign(rnd) else None, rbits)
+        mag = u & U((1 << (src.width - 1)) - 1)
+        # NaN payloads can carry into the sign bit (0x7fffffff -> 0x8000): flag NaN
+        # inputs by their bits, overflow and inf by the code
+        slow = mag > U(((1 << (src.width - 1 - src.mant)) - 1) << src.mant)
+        slow |= (code & U((1 << (fmt.bits - 1)) - 1)) > U(fmt.max_code)
+        if not subnormals:  # subnormal results come only from subnormal sources here
+            slow |= mag < U(1 << src.mant)
+        return code, slow
     threshold = (fmt.minexp + src.bias) << src.mant  # source bits of the smallest normal
     mag = u & U((1 << (src.width - 1)) - 1)
     slow = mag < U(threshold) if threshold else None
@@ -203,6 +216,12 @@ def _fast_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode,
     sign <<= U(fmt.bits - 1)
     code |= sign
     return code, slow
+
+
+def _same_layout(src: _Source, fmt: Format) -> bool:
+    """Same exponent field and bias as the source (bf16, tf32 from float32)."""
+    return (fmt.exponent_bits == src.width - 1 - src.mant and fmt.bias == src.bias
+            and fmt.encoding is Encoding.IEEE)
 
 
 def _needs_sign(rnd: RoundingMode) -> bool:
@@ -285,7 +304,7 @@ def _encode_bits(x: npt.NDArray[Any], fmt: Format, rnd: RoundingMode, sat: bool,
             rbits = (words.reshape(-1)[start:stop] if words is not None
                      else random_bits(seed, start, u.size))  # type: ignore[arg-type]
         if fast:
-            out[start:stop], slow = _fast_chunk(u, src, fmt, rnd, rbits)
+            out[start:stop], slow = _fast_chunk(u, src, fmt, rnd, rbits, subnormals)
             if not slow.any():
                 continue
             idx = np.flatnonzero(slow)

@@ -427,3 +427,16 @@ def test_via_float32_matches_torch_float64_casts_when_torch_is_installed() -> No
     for fmt, tdt in (("bfloat16", torch.bfloat16), ("float16", torch.float16)):
         theirs = torch.from_numpy(x).to(tdt).view(torch.int16).numpy().view(np.uint16)
         assert_bitwise_equal(ampref.encode(x, fmt, via="float32"), theirs, msg=f"{fmt}: ")
+
+
+@pytest.mark.clause("FMT-SPC-001")
+@pytest.mark.parametrize("fmt", ["bfloat16", "tf32", "float16", "e4m3"])
+def test_nan_payloads_never_carry_into_the_sign_or_become_numbers(fmt: str) -> None:
+    # regression: the add-and-shift rounding of 0x7fffffff would give 0x8000 (-0.0) in
+    # bf16 without a NaN mask (style-anchors §8, hazard 1); found by the strided verify
+    pats = np.array([0x7FFFFFFF, 0xFFFFFFFF, 0x7FFFB4E6, 0x7F800001, 0xFF8FFFFF, 0x7FC00000],
+                    dtype=np.uint32)
+    x = pats.view(np.float32)
+    out = ampref.quantize(x, fmt)
+    assert np.isnan(out).all()
+    assert list(np.signbit(out)) == [False, True, False, False, True, False]
