@@ -120,6 +120,7 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
     kind, gpu = parse_model(accumulation)
     fin, fout = get_format(input_format), get_format(output_format)
     if kind == "tensorcore":
+        assert gpu is not None  # parse_model returns a GPU for tensorcore models
         return tensorcore.dot(a, b, c, gpu=gpu, input_format=fin, output_format=fout,
                               quantize_inputs=quantize_inputs)
     a64 = tensorcore._check_inputs(np.asarray(a), fin, "a", quantize_inputs, "nearest_even")
@@ -166,6 +167,7 @@ def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *
     C = np.zeros((M, N)) if c is None else np.broadcast_to(np.asarray(c, np.float64), (M, N))
     BT = np.ascontiguousarray(B.T)
     if kind == "tensorcore":
+        assert gpu is not None  # parse_model returns a GPU for tensorcore models
         return tensorcore.gemm(A, BT, C, gpu=gpu, input_format=fin, output_format=fout,
                                threads=threads)
     rows = max(1, 2**20 // max(1, N * A.shape[1]))

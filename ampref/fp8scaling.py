@@ -147,7 +147,7 @@ def quantize_per_tensor(x: npt.ArrayLike, scale: float, fp8_format: str = "e4m3"
 
 
 # ------------------------------------------------------------------------ MX blocks
-def _floor_log2(a: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+def _floor_log2(a: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
     _, e = np.frexp(a)
     return (e - 1).astype(np.int64)
 

@@ -77,7 +77,7 @@ def _row(name: str, b16: int, f16: int, btf: int | None, fp8: Path | None,
     paths = {"16bit": Path(block=b16, frac_bits=f16)}
     if btf is not None:
         paths["tf32"] = Path(block=btf, frac_bits=f16)
-    inputs = ("float16",) if btf is None else ("float16", "bfloat16", "tf32")
+    inputs: tuple[str, ...] = ("float16",) if btf is None else ("float16", "bfloat16", "tf32")
     if fp8 is not None:
         paths["fp8"] = fp8
         inputs += ("float8_e4m3fn", "float8_e5m2")
@@ -143,22 +143,22 @@ def block_params(gpu: str | TensorCoreGPU, input_format: str | Format,
     return g.paths[fam], lim, fin, fout
 
 
-def _exponents(x: npt.NDArray[np.float64], emin: int) -> npt.NDArray[np.float64]:
+def _exponents(x: npt.NDArray[Any], emin: int) -> npt.NDArray[Any]:
     """max(floor(log2|x|), emin) for nonzero finite x; -inf for zeros."""
     _, e = np.frexp(x)
     return np.where(x == 0, -np.inf, np.maximum(e - 1, emin).astype(np.float64))
 
 
-def _round_out(s: npt.NDArray[np.float64], path: Path, fout: Format) -> npt.NDArray[np.float64]:
+def _round_out(s: npt.NDArray[Any], path: Path, fout: Format) -> npt.NDArray[Any]:
     if fout.name == "float16":
         return quantize(s, fout, "nearest_even")
     acc = ACC_E8M13 if path.out_sig_bits == 14 else get_format("float32")
     return quantize(s, acc, path.out_rounding)
 
 
-def block_fma(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64],
-              c: npt.NDArray[np.float64], path: Path, lim: int | None, fin: Format,
-              fout: Format) -> npt.NDArray[np.float64]:
+def block_fma(a: npt.NDArray[Any], b: npt.NDArray[Any],
+              c: npt.NDArray[Any], path: Path, lim: int | None, fin: Format,
+              fout: Format) -> npt.NDArray[Any]:
     """One block: a, b of shape (..., k <= block), c of shape (...); float64 in and out."""
     if path.late_addend:
         products = block_fma(a, b, np.zeros_like(c), replace(path, late_addend=False), lim, fin, fout)
@@ -184,7 +184,7 @@ def block_fma(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64],
 
 
 def _check_inputs(x: npt.NDArray[Any], fmt: Format, what: str, quantize_inputs: bool,
-                  rounding: str) -> npt.NDArray[np.float64]:
+                  rounding: str) -> npt.NDArray[Any]:
     x64 = np.asarray(x, dtype=np.float64)
     q = quantize(x64, fmt, rounding)
     if quantize_inputs:
@@ -240,7 +240,7 @@ def _canonical(d: Any) -> npt.NDArray[np.float32]:
     return np.where(np.isnan(out), CANONICAL_NAN, out)
 
 
-def _int_exponents(x: npt.NDArray[np.float64], emin: int) -> npt.NDArray[np.int16]:
+def _int_exponents(x: npt.NDArray[Any], emin: int) -> npt.NDArray[np.int16]:
     """max(floor(log2|x|), emin) as int16; zeros get -16000 (below every real exponent)."""
     _, e = np.frexp(x)
     return np.where(x == 0, -16000, np.maximum(e - 1, emin)).astype(np.int16)
@@ -254,7 +254,7 @@ def _work_dtype(fin: Format) -> Any:
     return np.float32 if ok else np.float64
 
 
-def gemm(A: npt.NDArray[np.float64], BT: npt.NDArray[np.float64], C: npt.NDArray[np.float64],
+def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
          *, gpu: str | TensorCoreGPU, input_format: str | Format,
          output_format: str | Format = "float32", threads: int = 2,
          tile_rows: int = 32) -> npt.NDArray[np.float32]:
@@ -310,9 +310,9 @@ def gemm(A: npt.NDArray[np.float64], BT: npt.NDArray[np.float64], C: npt.NDArray
     return out
 
 
-def _gemm_block(a: Any, b: Any, ea: Any, eb: Any, d: npt.NDArray[np.float64], path: Path,
+def _gemm_block(a: Any, b: Any, ea: Any, eb: Any, d: npt.NDArray[Any], path: Path,
                 lim: int | None, fout: Format, e_floor: int, pbuf: Any,
-                ebuf: Any) -> npt.NDArray[np.float64]:
+                ebuf: Any) -> npt.NDArray[Any]:
     """One k-block for a tile of outputs (same algorithm as :func:`block_fma`).
 
     a: (k, rows, 1), b: (k, 1, N) and their int16 exponents; d: (rows, N) float64.

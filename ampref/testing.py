@@ -161,7 +161,7 @@ def representable(fmt: str | Format, *, allow_nan: bool = False, allow_infinity:
 def arrays(fmt: str | Format, shape: int | tuple[int, ...], *, dtype: Any = np.float32,
            allow_nan: bool = False, allow_infinity: bool = False) -> Any:
     """Strategy of arrays (float32 by default) of values representable in ``fmt``."""
-    st = _st()
+    _st()  # a clear ImportError without hypothesis
     from hypothesis.extra import numpy as hnp
 
     return hnp.arrays(dtype, shape, elements=representable(

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import platform
-import time
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from _timing import best_time
 
 import ampref
 
@@ -40,14 +40,6 @@ TARGETS = {("float16", "typical"): 0.75, ("float16", "wide"): 3.0,
            ("bfloat16", "typical"): 0.3, ("float8_e4m3fn", "typical"): 1.0}
 
 
-def best_time(fn: Callable[[], Any], repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def datasets(fmt: ampref.Format, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:

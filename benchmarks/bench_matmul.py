@@ -7,21 +7,13 @@ from __future__ import annotations
 
 import argparse
 import platform
-import time
 
 import numpy as np
+from _timing import best_time
 
 import ampref
 
 
-def best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
-    fn()
-    t = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        t.append(time.perf_counter() - t0)
-    return min(t)
 
 
 def main() -> None:
@@ -36,14 +28,14 @@ def main() -> None:
           f"threads {args.threads}")
     a32 = rng.standard_normal((n, n)).astype(np.float32)
     b32 = rng.standard_normal((n, n)).astype(np.float32)
-    t_blas = best(lambda: a32 @ b32, 20)
+    t_blas = best_time(lambda: a32 @ b32, 20)
     print(f"numpy float32 BLAS matmul: {t_blas * 1e3:.2f} ms")
     for model, fmt in (("tensorcore:h100", "fp16"), ("tensorcore:h100", "bf16"),
                        ("tensorcore:b200", "e4m3"), ("tensorcore:a100", "tf32")):
         rnd = "toward_zero" if fmt == "tf32" else "nearest_even"
         A = ampref.quantize(a32, fmt, rnd, saturate=True).astype(np.float64)
         B = ampref.quantize(b32, fmt, rnd, saturate=True).astype(np.float64)
-        t = best(lambda: ampref.matmul(A, B, input_format=fmt, accumulation=model,
+        t = best_time(lambda: ampref.matmul(A, B, input_format=fmt, accumulation=model,
                                        threads=args.threads), args.repeat)
         print(f"{model:18} {fmt:5} {t:7.3f} s  {n**3 / t / 1e6:6.1f} M MAC/s  "
               f"{t / t_blas:6.0f}x BLAS")

@@ -60,7 +60,7 @@ def jmp_trace(init_scale: float, factor: int, period: int, min_scale: float,
 
 def cases(rng: np.random.Generator) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for i in range(12):  # random sequences, non-power-of-two factors, small intervals
+    for _ in range(12):  # random sequences, non-power-of-two factors, small intervals
         out.append(dict(lib="torch", init_scale=float(rng.choice([1.0, 3.0, 65536.0, 1e-3])),
                         growth_factor=float(rng.choice([2.0, 1.7, 3.1])),
                         backoff_factor=float(rng.choice([0.5, 0.37, 0.9])),
@@ -74,7 +74,7 @@ def cases(rng: np.random.Generator) -> list[dict[str, Any]]:
                     growth_interval=1, overflows=[0] * 20))
     out.append(dict(lib="torch", init_scale=8.0, growth_factor=2.0, backoff_factor=0.5,
                     growth_interval=3, tracker0=5, overflows=[0] * 10 + [1] + [0] * 6))  # equality trap
-    for i in range(6):
+    for _ in range(6):
         out.append(dict(lib="jmp", init_scale=float(rng.choice([8.0, 2.0**15, 3.0])),
                         factor=int(rng.choice([2, 3])), period=int(rng.integers(1, 5)),
                         min_scale=float(rng.choice([1.0, 0.25])),

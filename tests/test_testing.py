@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 import ampref
 from ampref.testing import (arrays, assert_bitwise_equal, assert_within_ulps, hard_cases,
