@@ -10,17 +10,17 @@ same bits. Clause IDs refer to ``specs/formats.md``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .formats import Encoding, Format, get_format
+from .formats import FORMATS, Encoding, Format, get_format
 from .rounding import RoundingMode, get_rounding
 from .srhash import check_seed, random_bits
 
-__all__ = ["quantize", "encode", "decode", "as_ml_dtype", "value_table"]
+__all__ = ["as_ml_dtype", "decode", "encode", "quantize", "value_table"]
 
 _CHUNK = 32768  # elements per kernel pass: keeps every temporary in L2 cache
 _VIA_CHOICES = (None, "float32")
@@ -347,15 +347,13 @@ def _decode_arith(codes: Any, fmt: Format) -> npt.NDArray[np.float32]:
         val = np.where(top, np.where(mf == 0, np.inf, np.nan), val)
     elif fmt.encoding is Encoding.FN:
         val = np.where(mag == (1 << (E + M)) - 1, np.nan, val)
-    elif fmt.encoding is Encoding.FNUZ:
-        val = np.where(c == fmt.nan_code, np.nan, val)
-    elif fmt.encoding is Encoding.FNU:
+    elif fmt.encoding is Encoding.FNUZ or fmt.encoding is Encoding.FNU:
         val = np.where(c == fmt.nan_code, np.nan, val)
     val = np.where(neg, -val, val)
     return val.astype(np.float32)
 
 
-@lru_cache(maxsize=None)
+@cache
 def value_table(fmt: Format) -> npt.NDArray[np.float32]:
     """float32 value of every code of a format of at most 16 bits (read-only)."""
     if fmt.bits > 16:
@@ -430,6 +428,9 @@ def encode(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode = "
     NaN (FP4/FP6) cannot be encoded and raises ``ValueError``.
     """
     arr, fmt, rnd, seed, _ = _prepare(x, fmt, rounding, via, seed)
+    if not fmt.kernel:
+        raise ValueError(f"{fmt.name} is a storage-only format without codes; encode "
+                         f"targets one of {', '.join(FORMATS)}")
     codes, nans = _encode_bits(arr, fmt, rnd, saturate, subnormals, seed)
     if not fmt.has_nan and nans.any():
         idx = int(np.flatnonzero(nans.reshape(-1))[0])
@@ -471,6 +472,8 @@ def quantize(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode =
         ValueError: unknown format, mode or ``via``; stochastic without a valid seed.
     """
     arr, fmt, rnd, seed, out_dtype = _prepare(x, fmt, rounding, via, seed)
+    if not fmt.kernel:
+        return arr.astype(out_dtype)  # float64 holds every float32/float64 value exactly
     codes, nans = _encode_bits(arr, fmt, rnd, saturate, subnormals, seed)
     return _values(codes, nans, fmt).astype(out_dtype, copy=False)
 

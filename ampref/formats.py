@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-__all__ = ["Encoding", "Format", "FORMATS", "get_format", "format_names"]
+__all__ = ["FORMATS", "Encoding", "Format", "format_names", "get_format"]
 
 
 class Encoding(enum.Enum):
@@ -61,6 +61,10 @@ class Format:
     aliases: tuple[str, ...] = field(default=())
     #: Attribute name of the matching dtype in ``ml_dtypes`` (or ``numpy``), if any.
     dtype_name: str | None = None
+    #: False for storage-only formats wider than float32 (float64): every float32 and
+    #: float64 value is exactly representable, so quantizing to them is the identity and
+    #: they need no rounding kernel (they have no ``encode``).
+    kernel: bool = True
 
     def __post_init__(self) -> None:
         if self.exponent_bits < 1 or self.mantissa_bits < 0:
@@ -68,7 +72,7 @@ class Format:
                 f"format {self.name!r}: exponent_bits must be >= 1 and mantissa_bits >= 0, "
                 f"got {self.exponent_bits} and {self.mantissa_bits}"
             )
-        if self.exponent_bits > 8 or self.mantissa_bits > 23:
+        if self.kernel and (self.exponent_bits > 8 or self.mantissa_bits > 23):
             raise ValueError(
                 f"format {self.name!r}: ampref's kernels support exponent_bits <= 8 and "
                 f"mantissa_bits <= 23 (float32-sized formats), got "
@@ -261,9 +265,17 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     _fmt("float4_e2m1fn", 2, 1, 1, _FIN, "e2m1", "fp4", "fp4_e2m1", dtype="float4_e2m1fn"),
 )}
 
+#: Storage-only formats of the engine (float64 for exact gradient checks): accepted by
+#: :func:`get_format` and :func:`quantize` (identity), not encodable, not in ``FORMATS``.
+WIDE_FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format(name="float64", exponent_bits=11, mantissa_bits=52, bias=1023, encoding=_I,
+           aliases=("fp64", "f64", "double"), dtype_name="float64", kernel=False),
+)}
+
 # The inverse map is derived, never written by hand.
 _BY_NAME: dict[str, Format] = {
-    alias.lower(): f for f in FORMATS.values() for alias in (f.name, *f.aliases)
+    alias.lower(): f for f in (*FORMATS.values(), *WIDE_FORMATS.values())
+    for alias in (f.name, *f.aliases)
 }
 
 
@@ -287,6 +299,6 @@ def get_format(fmt: str | Format) -> Format:
         return _BY_NAME[fmt.lower()]
     except KeyError:
         raise ValueError(
-            f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)} "
+            f"unknown format {fmt!r}; known formats: {', '.join([*FORMATS, *WIDE_FORMATS])} "
             f"(aliases: {', '.join(sorted(a for f in FORMATS.values() for a in f.aliases))})"
         ) from None

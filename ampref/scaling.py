@@ -45,9 +45,18 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["ScalerConfig", "ScalerState", "ScaleEvent", "transition", "PROFILES",
-           "LossScaler", "StaticLossScaler", "ScaleFloorError", "LossScaleWarning",
-           "clip_grad_norm"]
+__all__ = [
+    "PROFILES",
+    "LossScaleWarning",
+    "LossScaler",
+    "ScaleEvent",
+    "ScaleFloorError",
+    "ScalerConfig",
+    "ScalerState",
+    "StaticLossScaler",
+    "clip_grad_norm",
+    "transition",
+]
 
 GrowthRule = Literal["equal", "at_least", "modulo", "since_overflow"]
 Arith = Literal["f64_to_f32", "f32", "f64"]
@@ -348,7 +357,12 @@ class LossScaler:
 
     def scale_loss(self, loss: Any) -> Any:
         """loss * scale (SCL-OBJ-001): a 0-d loss gives float32 (float64 for float64),
-        an n-d loss keeps its dtype (computed in float32, rounded once to it)."""
+        an n-d loss keeps its dtype (computed in float32, rounded once to it). An engine
+        :class:`ampref.Tensor` gives a Tensor (the multiply recorded in its graph)."""
+        from .tensor import Tensor
+
+        if isinstance(loss, Tensor):
+            return loss * float(self.scale)
         arr = np.asarray(loss)
         if arr.dtype.kind != "f":
             raise TypeError(f"scale_loss expects a floating loss, got dtype {arr.dtype}")

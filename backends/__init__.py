@@ -1,7 +1,8 @@
 """Array backends behind one small seam.
 
 A backend bundles the array namespace (``xp``) with the few operations whose numerics
-ampref defines itself: quantize-to-format and counter-based random bits. It is chosen
+ampref defines itself: quantize-to-format, matmul under an accumulation model, sums
+in a defined order (exactly rounded) and counter-based random bits. It is chosen
 per call or per tensor, never through a global flag. ``get("numpy")`` always works;
 ``get("cupy")`` needs CuPy and a CUDA device.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-__all__ = ["Backend", "get", "available", "names", "backend_of"]
+__all__ = ["Backend", "available", "backend_of", "get", "names"]
 
 _MODULES = {"numpy": "backends.numpy_backend", "cupy": "backends.cupy_backend"}
 
@@ -31,6 +32,16 @@ class Backend(Protocol):
                  seed: int | None = None) -> Any: ...
 
     def random_bits(self, seed: int, start: int, count: int) -> Any: ...
+
+    def matmul(self, a: Any, b: Any, accumulation: str = "exact",
+               input_format: Any = None) -> Any:
+        """float32 (..., M, K) @ (..., K, N) under an accumulation model; float64
+        operands multiply in float64."""
+        ...
+
+    def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        """Sum in a defined order: float32 values give fl32(exact sum)."""
+        ...
 
 
 def names() -> list[str]:

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from ampref import accumulation as _acc
+from ampref import certified as _cert
 from ampref.cast import quantize as _quantize
 from ampref.srhash import random_bits as _random_bits
 
@@ -27,6 +29,29 @@ class NumpyBackend:
 
     def random_bits(self, seed: int, start: int, count: int) -> Any:
         return _random_bits(seed, start, count)
+
+    def matmul(self, a: Any, b: Any, accumulation: str = "exact", input_format: Any = None) -> Any:
+        """Exact model: fl32(exact a @ b) via certified float64 BLAS (ENG-MM-001).
+        Other models (``sequential``, ``tensorcore:<gpu>``, ...) go through
+        :func:`ampref.accumulation.matmul` per 2-D slice."""
+        if a.dtype == np.float64 or b.dtype == np.float64:
+            return np.matmul(np.asarray(a, np.float64), np.asarray(b, np.float64))
+        if accumulation == "exact":
+            prec = input_format.precision_bits if input_format is not None else 24
+            return _cert.matmul_f32(a, b, prec)
+        fin = input_format if input_format is not None else "float32"
+        lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        A = np.broadcast_to(a, lead + a.shape[-2:])
+        B = np.broadcast_to(b, lead + b.shape[-2:])
+        out = np.empty(lead + (a.shape[-2], b.shape[-1]), dtype=np.float32)
+        for ix in np.ndindex(*lead):
+            out[ix] = _acc.matmul(A[ix], B[ix], input_format=fin, accumulation=accumulation)
+        return out
+
+    def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        if x.dtype == np.float64:
+            return np.sum(x, axis=axis, keepdims=keepdims)
+        return _cert.sum_f32(x, axis, keepdims)
 
     def __repr__(self) -> str:
         return "backends.get('numpy')"
