@@ -127,16 +127,25 @@ def _resolve(out: Any, bad: Any, terms: npt.NDArray[np.float64]) -> None:
 
 
 def _refine(terms: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
-    # refine: Sum2, vectorised over the failing elements, sequential over k
-    s = np.zeros(terms.shape[0])
+    """Compensated sum of each row, certified, with the integer fallback for the rest.
+
+    The rows are reduced pairwise with TwoSum (log2 K vectorised levels): the tree of
+    float64 sums ``s`` plus every TwoSum error equals the exact sum, and the errors are
+    summed in float64. Whatever the order, the errors of a float64 summation satisfy
+    ``sum |e| <= gamma(K-1) sum |p|``, so the result obeys Sum2's bound
+    ``|res - s| <= u |s| + gamma(K-1)^2 sum |p|`` (Ogita, Rump & Oishi 2005, Prop. 4.5).
+    """
+    s = terms.copy()
     c = np.zeros(terms.shape[0])
-    for k in range(terms.shape[1]):
-        x = terms[:, k]
-        t = s + x
-        z = t - s
-        c += (s - (t - z)) + (x - z)
+    while s.shape[1] > 1:
+        if s.shape[1] % 2:
+            s = np.concatenate([s, np.zeros((s.shape[0], 1))], axis=1)
+        a, b = s[:, 0::2], s[:, 1::2]
+        t = a + b
+        z = t - a
+        c += np.sum((a - (t - z)) + (b - z), axis=1)
         s = t
-    res = s + c
+    res = (s[:, 0] if s.shape[1] else np.zeros(terms.shape[0])) + c
     n = terms.shape[1]
     e = (2.0 * _U * np.abs(res) + _gamma(n + 2) ** 2 * np.sum(np.abs(terms), axis=1)) * 2.0
     r32, still = _certify(res, e)
@@ -157,6 +166,15 @@ def _quantum_bound(x: npt.NDArray[Any], axis: int, precision: int) -> Any:
         _, e = np.frexp(np.where(np.isfinite(mn), mn, 1.0))
     q = np.maximum(e.astype(np.float64) - precision, -149.0)
     return np.where(np.isfinite(mn), q, np.inf)
+
+
+def _quantum_bound_axes(x: npt.NDArray[np.float64], axes: tuple[int, ...]) -> Any:
+    """:func:`_quantum_bound` (precision 24) over several axes, keeping them."""
+    ax = np.abs(x)
+    mn = np.min(np.where(ax > 0, ax, np.inf), axis=axes, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        _, e = np.frexp(np.where(np.isfinite(mn), mn, 1.0))
+    return np.where(np.isfinite(mn), np.maximum(e.astype(np.float64) - 24, -149.0), np.inf)
 
 
 def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24) -> npt.NDArray[np.float32]:
@@ -206,7 +224,7 @@ def sum_f32(x: npt.NDArray[Any], axis: int | tuple[int, ...] | None = None,
         r = np.sum(x64, axis=axes, keepdims=True)
         S = np.sum(np.abs(x64), axis=axes, keepdims=True)
         e = _gamma(n + 2) * S * 2.0
-        q = _quantum(np.asarray(x), axes, keepdims=True) if x64.size else np.zeros_like(r)
+        q = _quantum_bound_axes(x64, axes) if x64.size else np.zeros_like(r)
         e = np.where(_fits(S, q), 0.0, e)
     out, bad = _certify(r, e)
     if bad.any():

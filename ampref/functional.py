@@ -144,7 +144,9 @@ def to_format(x: Tensor, fmt: str | Format) -> Tensor:
     data = be.quantize(x.data, f) if not _wide(f) else x.data.astype(be.xp.float64)
     if not _wide(f):
         data = be.xp.asarray(data, dtype=be.xp.float32)
-    return _make(be, data, f, "to_format", [x], lambda g: (g,))
+    out = _make(be, data, f, "to_format", [x], lambda g: (g,))
+    out.name = x.name  # a weight's cast keeps the weight's name (gradient statistics)
+    return out
 
 
 # -- binary elementwise ------------------------------------------------------------------

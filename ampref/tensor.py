@@ -26,6 +26,8 @@ from .formats import Format, get_format
 __all__ = ["Node", "Tensor", "is_grad_enabled", "no_grad", "round_to", "storage_dtype", "tensor"]
 
 _GRAD_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("ampref_grad", default=True)
+_OBSERVER: contextvars.ContextVar[Callable[[Any, Any, Any], None] | None] = contextvars.ContextVar(
+    "ampref_grad_observer", default=None)
 
 Backward = Callable[[Any], Sequence[Any]]
 
@@ -51,6 +53,18 @@ def no_grad() -> Iterator[None]:
         yield
     finally:
         _GRAD_ENABLED.reset(token)
+
+
+@contextmanager
+def observe_gradients(fn: Callable[[Tensor, Any, Any], None]) -> Iterator[None]:
+    """During backward, call ``fn(tensor, raw, rounded)`` for every gradient contribution
+    rounded into a format narrower than float32 (for underflow/overflow statistics);
+    ``raw`` is the float32 value before, ``rounded`` after the rounding."""
+    token = _OBSERVER.set(fn)
+    try:
+        yield
+    finally:
+        _OBSERVER.reset(token)
 
 
 def storage_dtype(fmt: Format) -> Any:
@@ -174,6 +188,7 @@ class Tensor:
             g0 = round_to(be, be.asarray(grad.data if isinstance(grad, Tensor) else grad),
                           self.format).reshape(self.shape)
         order = _topological(self)
+        observer = _OBSERVER.get()
         grads: dict[int, Any] = {id(self): g0}
         for t in order:  # outputs before inputs
             g = grads.pop(id(t), None)
@@ -187,7 +202,10 @@ class Tensor:
             for parent, pg in zip(t.node.parents, contributions):
                 if pg is None or not parent.requires_grad:
                     continue
+                raw = pg
                 pg = round_to(be, pg, parent.format)
+                if observer is not None and parent.format.name not in ("float32", "float64"):
+                    observer(parent, raw, pg)
                 if pg.shape != parent.shape:
                     raise RuntimeError(f"internal: op {t.node.op} gave a gradient of shape "
                                        f"{pg.shape} for an input of shape {parent.shape}")

@@ -1,0 +1,179 @@
+"""The numerics report of ``ampref train``: PNG plots and a Markdown summary.
+
+Plots (matplotlib, Agg backend): the loss curve; the loss-scale trajectory with skipped
+and injected steps marked; per-layer histograms of log2 |activation| and log2 |scaled
+gradient| against the representable range of the mode's low format (smallest
+subnormal, smallest normal, largest finite); per-layer fractions of gradient elements
+that underflowed to zero or overflowed when rounded into the low format, over time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .formats import get_format
+
+__all__ = ["write_report", "write_compare_plot"]
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _range_lines(ax: Any, fmt_name: str) -> None:
+    f = get_format(fmt_name)
+    for x, label, style in ((math.log2(f.smallest_subnormal), "smallest subnormal", ":"),
+                            (math.log2(f.tiny), "smallest normal", "--"),
+                            (math.log2(f.max), "max", "-")):
+        ax.axvline(x, color="crimson", linestyle=style, linewidth=0.8, label=f"{fmt_name} {label}")
+
+
+def _low_format(run: Any) -> str:
+    m = run.mode
+    return m.autocast or (m.params if m.params != "float32" else "float16")
+
+
+def _hist_grid(plt: Any, hists: dict[str, list[int]], title: str, fmt_name: str, path: Path) -> None:
+    from .train import LOG2_BINS
+
+    names = sorted(hists)
+    if not names:
+        return
+    cols = 4
+    rows = math.ceil(len(names) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.4 * rows), squeeze=False)
+    centers = (LOG2_BINS[:-1] + LOG2_BINS[1:]) / 2
+    for ax, name in zip(axes.flat, names):
+        counts = np.asarray(hists[name])
+        ax.bar(centers, counts, width=2.0, color="steelblue")
+        _range_lines(ax, fmt_name)
+        nz = np.flatnonzero(counts)
+        lo = min(centers[nz[0]] if nz.size else -30, math.log2(get_format(fmt_name).smallest_subnormal)) - 4
+        hi = max(centers[nz[-1]] if nz.size else 10, math.log2(get_format(fmt_name).max)) + 4
+        ax.set_xlim(lo, hi)
+        ax.set_title(name, fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=6)
+    fig.suptitle(title + " (x: log2 |value|)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def write_report(run: Any, out: Path, summary: dict[str, Any]) -> None:
+    """Write loss.png, scale.png, hist_*.png, underflow.png and report.md into ``out``."""
+    plt = _plt()
+    st = run.state
+    h = [r for r in st.history if not r.get("removed")]
+    steps = [r["step"] for r in h]
+    fmt_name = _low_format(run)
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.plot(steps, [r["loss"] for r in h], linewidth=1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (nats/char)")
+    ax.set_title(f"{run.cfg.precision}: loss")
+    fig.tight_layout()
+    fig.savefig(out / "loss.png", dpi=80)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.semilogy(steps, [r["scale"] for r in h], drawstyle="steps-post", label="loss scale")
+    sk = [r for r in h if not r["applied"]]
+    ax.scatter([r["step"] for r in sk], [r["scale"] for r in sk], color="crimson", marker="x",
+               label=f"skipped ({len(sk)})", zorder=3)
+    inj = [r for r in h if r.get("injected")]
+    ax.scatter([r["step"] for r in inj], [r["scale"] for r in inj], facecolors="none",
+               edgecolors="black", s=60, label=f"injected inf/NaN ({len(inj)})", zorder=4)
+    ax.set_xlabel("step")
+    ax.set_ylabel("scale")
+    ax.set_title(f"{run.cfg.precision}: loss scale" + ("" if run.scaler else " (no scaler: 1)"))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "scale.png", dpi=80)
+    plt.close(fig)
+
+    last = max(st.hists, key=int) if st.hists else None
+    if last is not None:
+        _hist_grid(plt, st.hists[last]["gradients"], f"{run.cfg.precision}: gradients (x loss scale) "
+                   f"at step {last}", fmt_name, out / "hist_gradients.png")
+        _hist_grid(plt, st.hists[last]["activations"], f"{run.cfg.precision}: activations at step {last}",
+                   fmt_name, out / "hist_activations.png")
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for name, series in sorted(st.layer_series.items()):
+        arr = np.asarray(series)
+        a1.plot(arr[:, 0], arr[:, 1], linewidth=0.8, label=name)
+        a2.plot(arr[:, 0], arr[:, 2], linewidth=0.8, label=name)
+    a1.set_title("gradient elements underflowed to 0")
+    a2.set_title("gradient elements overflowed")
+    for a in (a1, a2):
+        a.set_xlabel("step")
+        a.set_ylabel("fraction")
+    if st.layer_series:
+        a1.legend(fontsize=5, ncol=2)
+    else:
+        a1.text(0.5, 0.5, "no low-precision gradients in this mode", ha="center", transform=a1.transAxes)
+    fig.tight_layout()
+    fig.savefig(out / "underflow.png", dpi=80)
+    plt.close(fig)
+
+    sc = "-" if summary["final_scale"] is None else f"{summary['final_scale']:g}"
+    lines = [
+        f"# ampref train: {run.cfg.precision}", "",
+        f"{summary['about']}. {summary['steps']} steps, seed {run.cfg.seed}, batch {run.cfg.batch}, "
+        f"context {run.cfg.context}, width {run.cfg.width}, {run.cfg.blocks} blocks.", "",
+        "| metric | value |", "|---|---|",
+        f"| final training loss (mean of last 20 applied steps) | {summary['final_loss']:.4f} |",
+        f"| validation bits per character | {summary['val_bpc']:.3f} |",
+        f"| skipped steps | {summary['skipped_steps']} |",
+        f"| final loss scale | {sc} |",
+        f"| gradient elements underflowed to 0 in {fmt_name} | {summary['underflow_fraction']:.3e} |",
+        f"| gradient elements overflowed | {summary['overflow_fraction']:.3e} |",
+        f"| master gradients below fp16's smallest subnormal / 2 (x scale) | {summary['grad_below_fp16_fraction']:.3e} |",
+        f"| steps per second | {summary['steps_per_s']:.2f} |", "",
+        f"Injected non-finite gradients at steps: {summary['injected'] or 'none'}.  ",
+        f"Skipped steps: {summary['skipped'] or 'none'}.", "",
+        "![loss](loss.png)", "", "![scale](scale.png)", "",
+        "![gradient histograms](hist_gradients.png)", "",
+        "![activation histograms](hist_activations.png)", "",
+        "![underflow](underflow.png)", "",
+        "Files: `metrics.json`, `metrics.csv` (one row per step), `final.npz` (float32 master "
+        "weights by parameter name), `ckpt/` (checkpoints).",
+    ]
+    from .scaling import atomic_write
+
+    atomic_write(str(out / "report.md"), "\n".join(lines) + "\n")
+
+
+def write_compare_plot(out: Path, modes: list[str]) -> None:
+    """Loss curves of several modes in one figure (``compare.png``)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for m in modes:
+        data = json.loads((out / m / "metrics.json").read_text())
+        h = [r for r in data["history"] if not r.get("removed")]
+        loss = np.array([r["loss"] for r in h], dtype=float)
+        k = min(10, len(loss)) or 1
+        smooth = np.convolve(np.nan_to_num(loss, nan=np.nanmean(loss) if np.isfinite(loss).any() else 0),
+                             np.ones(k) / k, mode="valid")
+        ax.plot(np.arange(len(smooth)) + k - 1, smooth, label=m, linewidth=1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (moving mean of 10)")
+    ax.set_title("fp32 vs mixed precision, same seed and data order")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "compare.png", dpi=80)
+    plt.close(fig)

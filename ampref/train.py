@@ -1,0 +1,657 @@
+"""``ampref train``: a small character-level transformer trained under a precision mode,
+with a numerics report, exact resume and fault injection.
+
+Modes (``MODES``):
+
+* ``fp32``: everything float32.
+* ``amp-fp16``: torch-cuda autocast to float16, float32 master weights, dynamic loss
+  scaler (``--profile``, torch by default).
+* ``amp-bf16``: autocast to bfloat16, no scaler.
+* ``fp16-static``: autocast to float16 with a fixed scale (``--static-scale``); steps
+  whose gradients overflow are still skipped.
+* ``fp16-noscale``: autocast to float16 without scaling: small gradients flush to zero.
+* ``pure-fp16``: parameters, activations and gradients in float16, no master weights.
+
+A run is a pure function of (config, seed): batch ``s`` is drawn from the counter-based
+hash at counter ``s * batch``, every op is deterministic (specs/engine.md), so resuming
+from a checkpoint reproduces the uninterrupted run bit for bit.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import functional as F
+from . import nn, optim
+from .autocast import autocast
+from .scaling import PROFILES, LossScaler, StaticLossScaler
+from .srhash import random_bits, random_bits_scalar
+from .tensor import Tensor, observe_gradients
+
+__all__ = ["MODES", "TrainConfig", "CharTransformer", "train", "compare", "load_corpus",
+           "TrainError", "DEFAULT_COMPARE"]
+
+FORMAT_VERSION = 1
+
+
+class TrainError(ValueError):
+    """Bad configuration, data or checkpoint: reported as one line by the CLI."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mode:
+    autocast: str | None
+    scaler: str | None  # "dynamic" | "static" | None
+    params: str = "float32"
+    master_weights: bool = True
+    about: str = ""
+
+
+MODES: dict[str, Mode] = {
+    "fp32": Mode(autocast=None, scaler=None, about="float32 throughout"),
+    "amp-fp16": Mode(autocast="float16", scaler="dynamic", about="fp16 autocast + dynamic loss scaling"),
+    "amp-bf16": Mode(autocast="bfloat16", scaler=None, about="bf16 autocast, no scaling"),
+    "fp16-static": Mode(autocast="float16", scaler="static", about="fp16 autocast + fixed loss scale"),
+    "fp16-noscale": Mode(autocast="float16", scaler=None, about="fp16 autocast, no loss scaling"),
+    "pure-fp16": Mode(autocast=None, scaler=None, params="float16", master_weights=False,
+                      about="fp16 weights, activations and gradients, no master weights"),
+}
+DEFAULT_COMPARE = ("fp32", "amp-fp16", "amp-bf16", "fp16-noscale")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Everything that determines a run (a checkpoint must match all but ``steps``)."""
+
+    precision: str = "amp-fp16"
+    steps: int = 160
+    seed: int = 0
+    batch: int = 16
+    context: int = 32
+    width: int = 64
+    heads: int = 4
+    blocks: int = 1
+    lr: float = 3e-3
+    profile: str = "torch"
+    init_scale: float = 2.0**16
+    static_scale: float = 1024.0
+    inject_nonfinite: float = 0.0
+    checkpoint_every: int = 50
+    hist_every: int = 0  # 0: histograms at the first and last step only
+    data: str | None = None
+    backend: str = "numpy"
+    skip_steps: tuple[int, ...] = field(default=())
+
+    def validate(self) -> None:
+        if self.precision not in MODES:
+            raise TrainError(f"unknown precision mode {self.precision!r}; choose one of {', '.join(MODES)}")
+        for name in ("steps", "batch", "context", "width", "heads", "blocks", "checkpoint_every"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < (0 if name == "steps" else 1):
+                raise TrainError(f"--{name.replace('_', '-')} must be an integer >= "
+                                 f"{0 if name == 'steps' else 1}, got {v!r}")
+        if self.width % self.heads:
+            raise TrainError(f"--width {self.width} must be divisible by --heads {self.heads}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise TrainError(f"--lr must be a positive finite number, got {self.lr}")
+        if self.profile not in PROFILES:
+            raise TrainError(f"unknown loss-scale profile {self.profile!r}; choose one of {', '.join(PROFILES)}")
+        if not 0.0 <= self.inject_nonfinite <= 1.0:
+            raise TrainError(f"--inject-nonfinite must be a rate in [0, 1], got {self.inject_nonfinite}")
+        if self.inject_nonfinite and MODES[self.precision].scaler is None:
+            raise TrainError(f"--inject-nonfinite needs a mode with a loss scaler that skips "
+                             f"non-finite steps (amp-fp16, fp16-static), not {self.precision!r}")
+        if self.seed < 0:
+            raise TrainError(f"--seed must be >= 0, got {self.seed}")
+        if self.backend != "numpy":
+            import backends
+
+            if not backends.available(self.backend):
+                raise TrainError(f"backend {self.backend!r} is not available here (choices: "
+                                 f"{', '.join(n for n in backends.names() if backends.available(n))})")
+
+    def identity(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("steps")
+        d["skip_steps"] = list(self.skip_steps)
+        return d
+
+
+# -- data -------------------------------------------------------------------------------
+
+def load_corpus(path: str | None) -> str:
+    """The embedded text (the US Declaration of Independence, public domain) or a file."""
+    if path is None:
+        return resources.files("ampref").joinpath("data/declaration.txt").read_text(encoding="utf-8")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TrainError(f"cannot read --data {path!r}: {e}") from None
+    return text
+
+
+class Corpus:
+    def __init__(self, text: str, context: int) -> None:
+        if "\x00" in text:
+            raise TrainError("the data contains NUL characters; give a plain text file")
+        self.chars = sorted(set(text))
+        self.ids = np.array([self.chars.index(c) for c in text], dtype=np.int64)
+        n = len(self.ids)
+        split = int(n * 0.9)
+        self.train, self.val = self.ids[:split], self.ids[split:]
+        if len(self.val) <= context + 1 or len(self.train) <= context + 1:
+            raise TrainError(f"the data is too short: {n} characters for a context of {context} "
+                             f"(need more than {10 * (context + 2)})")
+        self.context = context
+
+    @property
+    def vocab(self) -> int:
+        return len(self.chars)
+
+    def batch(self, seed: int, step: int, size: int, split: str = "train") -> np.ndarray:
+        """Rows of context+1 ids; row i of step s starts at hash(seed, s*size + i)."""
+        src = self.train if split == "train" else self.val
+        hi = len(src) - self.context - 1
+        words = random_bits(seed ^ 0x5EED, step * size, size).astype(np.uint64)
+        starts = ((words * np.uint64(hi)) >> np.uint64(32)).astype(np.int64)
+        return np.stack([src[s:s + self.context + 1] for s in starts])
+
+
+# -- model ------------------------------------------------------------------------------
+
+class CharTransformer(nn.Module):
+    """Token + position embeddings, pre-norm transformer blocks, final norm, linear head."""
+
+    def __init__(self, vocab: int, cfg: TrainConfig) -> None:
+        super().__init__()
+        from .rng import Generator
+
+        g = Generator(cfg.seed)
+        b = cfg.backend
+        self.tok = nn.Embedding(vocab, cfg.width, std=0.02, seed=g, backend=b)
+        self.pos = nn.Embedding(cfg.context, cfg.width, std=0.02, seed=g, backend=b)
+        for i in range(cfg.blocks):
+            setattr(self, f"block{i}", nn.TransformerBlock(cfg.width, cfg.heads, seed=g, backend=b))
+        self.nblocks = cfg.blocks
+        self.ln = nn.LayerNorm(cfg.width, backend=b)
+        self.head = nn.Linear(cfg.width, vocab, seed=g, backend=b)
+
+    def forward(self, ids: np.ndarray) -> Tensor:
+        T = ids.shape[1]
+        x = self.tok(ids) + self.pos(np.arange(T))
+        for i in range(self.nblocks):
+            x = getattr(self, f"block{i}")(x)
+        return self.head(self.ln(x))
+
+
+# -- numerics statistics --------------------------------------------------------------------
+
+LOG2_BINS = np.arange(-150, 130, 2)
+
+
+def _log2_hist(values: np.ndarray) -> list[int]:
+    v = np.abs(values[np.isfinite(values) & (values != 0)]).astype(np.float64)
+    return np.histogram(np.log2(v), bins=LOG2_BINS)[0].tolist() if v.size else [0] * (len(LOG2_BINS) - 1)
+
+
+class StepStats:
+    """Per-layer counts of gradient elements rounded into a low format during backward."""
+
+    def __init__(self) -> None:
+        self.layers: dict[str, list[int]] = {}  # name -> [elements, underflow, overflow]
+        self.raw_grads: dict[str, list[np.ndarray]] = {}
+        self.keep_raw = False
+
+    def __call__(self, t: Tensor, raw: Any, rounded: Any) -> None:
+        name = t.name or "other intermediates"
+        raw = np.asarray(raw)
+        rounded = np.asarray(rounded)
+        c = self.layers.setdefault(name, [0, 0, 0])
+        c[0] += raw.size
+        c[1] += int(np.count_nonzero((raw != 0) & np.isfinite(raw) & (rounded == 0)))
+        c[2] += int(np.count_nonzero(np.isfinite(raw) & ~np.isfinite(rounded)))
+        if self.keep_raw:
+            self.raw_grads.setdefault(name, []).append(raw.reshape(-1))
+
+
+# -- one run ----------------------------------------------------------------------------------
+
+@dataclass
+class RunState:
+    step: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    injected: list[int] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    layer_series: dict[str, list[list[float]]] = field(default_factory=dict)
+    hists: dict[str, Any] = field(default_factory=dict)
+    wall: float = 0.0
+
+
+class Run:
+    """A model, optimizer, scaler and data stream for one mode; ``step()`` advances one."""
+
+    def __init__(self, cfg: TrainConfig, corpus: Corpus) -> None:
+        cfg.validate()
+        self.cfg, self.corpus, self.mode = cfg, corpus, MODES[cfg.precision]
+        self.model = CharTransformer(corpus.vocab, cfg)
+        for name, p in self.model.named_parameters():
+            p.name = name
+        if self.mode.params != "float32":
+            self.model.to_format(self.mode.params)
+        self.opt = optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=0.01,
+                               master_weights=self.mode.master_weights)
+        self.scaler: LossScaler | None = None
+        if self.mode.scaler == "dynamic":
+            self.scaler = LossScaler.from_profile(cfg.profile, init_scale=cfg.init_scale) \
+                if "init_scale" not in PROFILES[cfg.profile].fixed else LossScaler.from_profile(cfg.profile)
+        elif self.mode.scaler == "static":
+            self.scaler = StaticLossScaler(cfg.static_scale)
+        self.state = RunState()
+        self._acts: dict[str, np.ndarray] = {}
+        self._capture = False
+        for name, m in self.model.named_modules():
+            if name and isinstance(m, (nn.TransformerBlock, nn.Linear, nn.LayerNorm, nn.Embedding)) \
+                    and name.count(".") <= 1:
+                m.register_forward_hook(self._hook(name))
+
+    def _hook(self, name: str) -> Any:
+        def hook(module: nn.Module, out: Any) -> None:
+            if isinstance(out, Tensor):
+                if out.name is None:
+                    out.name = name
+                if self._capture:
+                    self._acts[name] = out.numpy()
+        return hook
+
+    @property
+    def scale(self) -> float:
+        return float(self.scaler.scale) if self.scaler is not None else 1.0
+
+    def injected_at(self, step: int) -> bool:
+        rate = self.cfg.inject_nonfinite
+        return rate > 0 and random_bits_scalar(self.cfg.seed ^ 0xFA17, step) < rate * 2.0**32
+
+    def _plant(self, step: int) -> None:
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        k = random_bits_scalar(self.cfg.seed ^ 0xFA18, step)
+        p = params[k % len(params)]
+        flat = p.grad.reshape(-1)
+        flat[(k >> 8) % flat.size] = np.inf if k & 1 else np.nan
+
+    def loss_on(self, ids: np.ndarray) -> Tensor:
+        ac = self.mode.autocast
+        with autocast(ac or "float16", "torch-cuda", enabled=ac is not None):
+            logits = self.model(ids[:, :-1])
+            return F.cross_entropy(logits, ids[:, 1:])
+
+    def step(self) -> dict[str, Any]:
+        """One training step (batch ``state.step``); returns its metrics."""
+        s = self.state.step
+        cfg = self.cfg
+        ids = self.corpus.batch(cfg.seed, s, cfg.batch)
+        t0 = time.perf_counter()
+        rec: dict[str, Any] = {"step": s, "scale": self.scale}
+        if s in cfg.skip_steps:  # a removed step: the batch is consumed, nothing else happens
+            rec.update(loss=float("nan"), applied=False, injected=False, removed=True)
+            self.state.step += 1
+            self.state.history.append(rec)
+            return rec
+        hist_now = s == 0 or s == cfg.steps - 1 or (cfg.hist_every and s % cfg.hist_every == 0)
+        self._capture = bool(hist_now)
+        stats = StepStats()
+        stats.keep_raw = bool(hist_now)
+        self.opt.zero_grad()
+        loss = self.loss_on(ids)
+        self._capture = False
+        with observe_gradients(stats):
+            (self.scaler.scale_loss(loss) if self.scaler is not None else loss).backward()
+        injected = self.injected_at(s)
+        if injected:
+            self._plant(s)
+            self.state.injected.append(s)
+        scale_used = self.scale
+        if self.scaler is not None:
+            applied = self.opt.step(scaler=self.scaler)
+        else:
+            applied = self.opt.step()
+        if not applied:
+            self.state.skipped.append(s)
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        nz = sum(int(np.count_nonzero(g)) for g in grads)
+        tiny = sum(int(np.count_nonzero((g != 0) & (np.abs(g) * scale_used < 2.0**-25))) for g in grads)
+        rec.update(loss=loss.item(), applied=bool(applied), injected=injected, removed=False,
+                   scale_after=self.scale, seconds=time.perf_counter() - t0,
+                   low_elements=sum(c[0] for c in stats.layers.values()),
+                   underflow=sum(c[1] for c in stats.layers.values()),
+                   overflow=sum(c[2] for c in stats.layers.values()),
+                   grad_nonzero=nz, grad_below_fp16=tiny)
+        for name, (n, u, o) in stats.layers.items():
+            self.state.layer_series.setdefault(name, []).append([s, u / max(n, 1), o / max(n, 1)])
+        if hist_now:
+            self._record_hists(s, stats, scale_used)
+        self.state.step += 1
+        self.state.history.append(rec)
+        return rec
+
+    def _record_hists(self, s: int, stats: StepStats, scale: float) -> None:
+        h: dict[str, Any] = {"activations": {k: _log2_hist(v) for k, v in self._acts.items()},
+                             "gradients": {}}
+        if stats.raw_grads:  # scaled gradients as they were before rounding to the low format
+            h["gradients"] = {k: _log2_hist(np.concatenate(v)) for k, v in stats.raw_grads.items()}
+        else:  # float32 mode: the master gradients (times the scale, which is 1)
+            h["gradients"] = {n: _log2_hist(p.grad * scale) for n, p in self.model.named_parameters()
+                              if p.grad is not None}
+        self.state.hists[str(s)] = h
+        self._acts = {}
+
+    def evaluate(self, batches: int = 4) -> float:
+        """Mean validation loss over fixed batches (nats per character)."""
+        from .tensor import no_grad
+
+        losses = []
+        with no_grad():
+            for b in range(batches):
+                losses.append(self.loss_on(self.corpus.batch(self.cfg.seed + 1, b, self.cfg.batch, "val")).item())
+        return float(np.mean(losses))
+
+    # -- checkpoints -------------------------------------------------------------------
+    def checkpoint_payload(self) -> dict[str, np.ndarray]:
+        arrays: dict[str, np.ndarray] = {}
+        for name, p in self.model.named_parameters():
+            arrays[f"param/{name}"] = p.numpy()
+        osd = self.opt.state_dict()
+        for i, st in enumerate(osd["state"]):
+            for k, v in st.items():
+                arrays[f"opt/{i}/{k}"] = np.asarray(v)
+        for i, m in enumerate(osd["master"]):
+            if m is not None:
+                arrays[f"master/{i}"] = np.asarray(m)
+        meta = {"version": FORMAT_VERSION, "config": self.cfg.identity(), "step": self.state.step,
+                "opt": {"steps": osd["steps"], "lr": osd["lr"]},
+                "scaler": None if self.scaler is None else {"state": _jsonable(self.scaler.state_dict()),
+                                                            "events": self.scaler.audit_log()},
+                "run": {"history": self.state.history, "injected": self.state.injected,
+                        "skipped": self.state.skipped, "layer_series": self.state.layer_series,
+                        "hists": self.state.hists, "wall": self.state.wall},
+                "modules": {n: getattr(m, "offset", 0) for n, m in self.model.named_modules()
+                            if isinstance(m, nn.Dropout)}}
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        return arrays
+
+    def save_checkpoint(self, folder: Path) -> Path:
+        arrays = self.checkpoint_payload()
+        arrays["sha256"] = np.frombuffer(_digest(arrays).encode(), dtype=np.uint8)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"step_{self.state.step:07d}.npz"
+        _atomic_savez(path, arrays)
+        return path
+
+    def load_checkpoint(self, path: Path) -> None:
+        """Restore everything from ``path``.
+
+        Raises:
+            TrainError: unreadable or corrupt file (checksum), or a checkpoint of a
+                different configuration (the differing keys named).
+        """
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except Exception as e:  # zip, npy header or truncation errors of every kind
+            raise TrainError(f"checkpoint {str(path)!r} is unreadable or corrupt: {type(e).__name__}: {e}") from None
+        stored = arrays.pop("sha256", None)
+        if stored is None or bytes(stored).decode() != _digest(arrays):
+            raise TrainError(f"checkpoint {str(path)!r} is corrupt: checksum mismatch")
+        meta = json.loads(bytes(arrays["meta"]).decode())
+        if meta.get("version") != FORMAT_VERSION:
+            raise TrainError(f"checkpoint {str(path)!r} has format version {meta.get('version')}, "
+                             f"this ampref writes {FORMAT_VERSION}")
+        mine = self.cfg.identity()
+        diff = sorted(k for k in set(mine) | set(meta["config"]) if mine.get(k) != meta["config"].get(k))
+        if diff:
+            raise TrainError(f"checkpoint {str(path)!r} belongs to a different run: "
+                             + ", ".join(f"{k}={meta['config'].get(k)!r} (now {mine.get(k)!r})" for k in diff))
+        for name, p in self.model.named_parameters():
+            p.data = np.asarray(arrays[f"param/{name}"], dtype=p.data.dtype)
+        n = len(self.opt.params)
+        state: list[dict[str, Any]] = [{} for _ in range(n)]
+        master: list[Any] = [None] * n
+        for k, v in arrays.items():
+            parts = k.split("/")
+            if parts[0] == "opt":
+                state[int(parts[1])][parts[2]] = v
+            elif parts[0] == "master":
+                master[int(parts[1])] = v
+        self.opt.load_state_dict({"steps": meta["opt"]["steps"], "lr": meta["opt"]["lr"],
+                                  "state": state, "master": master})
+        if self.scaler is not None:
+            self.scaler.load_state_dict(meta["scaler"]["state"])
+            self.scaler.events = []
+            from .scaling import ScaleEvent
+
+            for ev in meta["scaler"]["events"]:
+                ev = dict(ev)
+                ev.pop("applied", None)
+                self.scaler.events.append(ScaleEvent(**ev))
+        run = meta["run"]
+        self.state = RunState(step=meta["step"], history=run["history"], injected=run["injected"],
+                              skipped=run["skipped"], layer_series=run["layer_series"],
+                              hists=run["hists"], wall=run["wall"])
+
+
+def _atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """np.savez to a temporary file, fsync, rename: a partial write never replaces a
+    good file (TRN-CKP-001)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npz")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)  # type: ignore[arg-type]
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def _digest(arrays: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        h.update(k.encode())
+        h.update(str(a.dtype).encode())
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def latest_checkpoint(folder: Path) -> Path | None:
+    found = sorted(folder.glob("step_*.npz"))
+    return found[-1] if found else None
+
+
+# -- driver -------------------------------------------------------------------------------------
+
+def _need_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise TrainError("the numerics report needs matplotlib: pip install 'ampref[plot]' "
+                         "(or pass --no-report)") from None
+
+
+def _check_out(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".ampref-write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise TrainError(f"output folder {str(out)!r} is not writable: {e.strerror or e}") from None
+
+
+def train(cfg: TrainConfig, out: str | Path, *, resume: bool = False, progress: bool = True,
+          report: bool = True, stop_after: int | None = None) -> dict[str, Any]:
+    """Run (or resume) one mode into ``out``; returns the summary dict.
+
+    ``stop_after`` ends the process-local loop early after that many steps of this call
+    (checkpointing first), to test resumption.
+    """
+    cfg.validate()
+    if report:
+        _need_matplotlib()
+    out = Path(out)
+    _check_out(out)
+    corpus = Corpus(load_corpus(cfg.data), cfg.context)
+    run = Run(cfg, corpus)
+    ck = out / "ckpt"
+    if resume:
+        last = latest_checkpoint(ck)
+        if last is None:
+            raise TrainError(f"--resume: no checkpoint in {str(ck)!r}")
+        run.load_checkpoint(last)
+        if run.state.step > cfg.steps:
+            raise TrainError(f"--resume: the checkpoint is at step {run.state.step}, beyond --steps {cfg.steps}")
+    bar = _progress(cfg, run.state.step, progress)
+    done_here = 0
+    t_start = time.perf_counter()
+    while run.state.step < cfg.steps:
+        rec = run.step()
+        done_here += 1
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{rec['loss']:.3f}", scale=f"{run.scale:g}")
+        if run.state.step % cfg.checkpoint_every == 0 or run.state.step == cfg.steps or \
+                (stop_after is not None and done_here >= stop_after):
+            run.state.wall += time.perf_counter() - t_start
+            t_start = time.perf_counter()
+            run.save_checkpoint(ck)
+        if stop_after is not None and done_here >= stop_after:
+            break
+    if bar is not None:
+        bar.close()
+    run.state.wall += time.perf_counter() - t_start
+    summary = _summary(run)
+    if run.state.step >= cfg.steps:
+        _atomic_savez(out / "final.npz", {n: _master_value(run, i, p)
+                                          for i, (n, p) in enumerate(run.model.named_parameters())})
+        _write_metrics(run, out, summary)
+        if report:
+            from .report import write_report
+
+            write_report(run, out, summary)
+    return summary
+
+
+def _master_value(run: Run, i: int, p: Tensor) -> np.ndarray:
+    m = run.opt.master[i]
+    return np.asarray(m if m is not None else p.numpy(), dtype=np.float32)
+
+
+def _progress(cfg: TrainConfig, start: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=cfg.steps, initial=start, desc=cfg.precision, unit="step", leave=True)
+
+
+def _summary(run: Run) -> dict[str, Any]:
+    h = [r for r in run.state.history if not r.get("removed")]
+    tail = [r["loss"] for r in h[-20:] if r["applied"] and math.isfinite(r["loss"])]
+    low = sum(r.get("low_elements", 0) for r in h)
+    val = run.evaluate()
+    steps_timed = [r["seconds"] for r in h if "seconds" in r]
+    return {
+        "mode": run.cfg.precision, "about": run.mode.about, "steps": run.state.step,
+        "final_loss": float(np.mean(tail)) if tail else float("nan"),
+        "val_loss": val, "val_bpc": val / math.log(2),
+        "skipped_steps": len(run.state.skipped), "skipped": run.state.skipped,
+        "injected": run.state.injected,
+        "final_scale": run.scale if run.scaler is not None else None,
+        "underflow_fraction": (sum(r.get("underflow", 0) for r in h) / low) if low else 0.0,
+        "overflow_fraction": (sum(r.get("overflow", 0) for r in h) / low) if low else 0.0,
+        "grad_below_fp16_fraction": (sum(r.get("grad_below_fp16", 0) for r in h)
+                                     / max(1, sum(r.get("grad_nonzero", 0) for r in h))),
+        "wall_s": run.state.wall,
+        "steps_per_s": len(steps_timed) / sum(steps_timed) if steps_timed else 0.0,
+    }
+
+
+def _write_metrics(run: Run, out: Path, summary: dict[str, Any]) -> None:
+    from .scaling import atomic_write
+
+    atomic_write(str(out / "metrics.json"), json.dumps(
+        {"config": asdict(run.cfg), "summary": summary, "history": run.state.history,
+         "layers": run.state.layer_series,
+         "scaler_events": run.scaler.audit_log() if run.scaler is not None else []},
+        indent=1, default=str) + "\n")
+    keys = ["step", "loss", "scale", "scale_after", "applied", "injected", "removed", "underflow",
+            "overflow", "low_elements", "grad_nonzero", "grad_below_fp16", "seconds"]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore")
+    w.writeheader()
+    for r in run.state.history:
+        w.writerow(r)
+    atomic_write(str(out / "metrics.csv"), buf.getvalue())
+
+
+def compare(cfg: TrainConfig, modes: list[str], out: str | Path, *, progress: bool = True,
+            report: bool = True) -> list[dict[str, Any]]:
+    """Run several modes with the same seed and data order into ``out/<mode>``;
+    write ``out/compare.json`` and ``out/compare.md``; return the summaries."""
+    for m in modes:
+        if m not in MODES:
+            raise TrainError(f"unknown precision mode {m!r}; choose one of {', '.join(MODES)}")
+    out = Path(out)
+    _check_out(out)
+    rows = []
+    for m in modes:
+        c = replace(cfg, precision=m, inject_nonfinite=cfg.inject_nonfinite if MODES[m].scaler else 0.0)
+        rows.append(train(c, out / m, progress=progress, report=report))
+    from .scaling import atomic_write
+
+    atomic_write(str(out / "compare.json"), json.dumps(rows, indent=1) + "\n")
+    table = compare_table(rows)
+    atomic_write(str(out / "compare.md"), table + "\n")
+    if report:
+        from .report import write_compare_plot
+
+        write_compare_plot(out, modes)
+    return rows
+
+
+def compare_table(rows: list[dict[str, Any]]) -> str:
+    head = ("| mode | final loss | val bits/char | skipped | final scale | underflow to 0 "
+            "| grads < fp16 min | steps/s | wall s |")
+    lines = [head, "|" + "---|" * 9]
+    for r in rows:
+        sc = "-" if r["final_scale"] is None else f"{r['final_scale']:g}"
+        lines.append(f"| {r['mode']} | {r['final_loss']:.4f} | {r['val_bpc']:.3f} | {r['skipped_steps']} | "
+                     f"{sc} | {r['underflow_fraction']:.2e} | {r['grad_below_fp16_fraction']:.2e} | "
+                     f"{r['steps_per_s']:.2f} | {r['wall_s']:.1f} |")
+    return "\n".join(lines)
+
