@@ -583,20 +583,28 @@ def dropout(x: Tensor, p: float, *, seed: int, offset: int = 0, training: bool =
 
 # -- normalisation and softmax --------------------------------------------------------------------
 
+def _shifted_exp(op: str, x: Tensor, axis: int, dtype: str | Format | None) -> tuple[Any, ...]:
+    """Shared first steps of softmax and log_softmax: the output format (``dtype``, the
+    policy's forced float32, or x's), the compute format, the row max, e = fl32(exp(x -
+    max)) and s = fl32(exact sum e)."""
+    x = _check_tensor(x, op)
+    _, forced, _ = _ac.cast_inputs(op, [x])
+    fmt = get_format(dtype) if dtype is not None else (forced or x.format)
+    be = x.backend
+    cf = F64 if _wide(fmt) or _wide(x.format) else F32
+    m = be.xp.max(x.data, axis=axis, keepdims=True)
+    e = _math(be, cf, lambda v, mm: np.exp(v - mm), x.data, m)
+    return x, fmt, cf, m, e, be.sum(e, axis, True)
+
+
 def softmax(x: Tensor, axis: int = -1, dtype: str | Format | None = None) -> Tensor:
     """e_i = fl32(exp(x_i - max)), s = fl32(exact sum e), y = fl_out(fl32(e_i / s)).
 
     A row of all -inf gives NaN; +inf in a row gives NaN. Autocast name ``softmax``
     (fp32_set_opt_dtype under torch-cuda: float32 output; unlisted on CPU).
     """
-    x = _check_tensor(x, "softmax")
-    _, forced, _ = _ac.cast_inputs("softmax", [x])
-    fmt = get_format(dtype) if dtype is not None else (forced or x.format)
+    x, fmt, cf, m, e, s = _shifted_exp("softmax", x, axis, dtype)
     be = x.backend
-    cf = F64 if _wide(fmt) or _wide(x.format) else F32
-    m = be.xp.max(x.data, axis=axis, keepdims=True)
-    e = _math(be, cf, lambda v, mm: np.exp(v - mm), x.data, m)
-    s = be.sum(e, axis, True)
     with np.errstate(all="ignore"):
         out = round_to(be, e / s, fmt)
 
@@ -613,14 +621,8 @@ def log_softmax(x: Tensor, axis: int = -1, dtype: str | Format | None = None) ->
 
     Autocast name ``log_softmax`` (fp32_set_opt_dtype under torch-cuda).
     """
-    x = _check_tensor(x, "log_softmax")
-    _, forced, _ = _ac.cast_inputs("log_softmax", [x])
-    fmt = get_format(dtype) if dtype is not None else (forced or x.format)
+    x, fmt, cf, m, e, s = _shifted_exp("log_softmax", x, axis, dtype)
     be = x.backend
-    cf = F64 if _wide(fmt) or _wide(x.format) else F32
-    m = be.xp.max(x.data, axis=axis, keepdims=True)
-    e = _math(be, cf, lambda v, mm: np.exp(v - mm), x.data, m)
-    s = be.sum(e, axis, True)
     out = round_to(be, _math(be, cf, lambda v, mm, ss: (v - mm) - np.log(ss), x.data, m, s), fmt)
 
     def bwd(g: Any) -> tuple[Any]:
@@ -638,6 +640,12 @@ def _norm_affine(be: Any, xhat: Any, weight: Tensor | None, bias: Tensor | None)
         if bias is not None:
             y = y + bias.data.astype(xhat.dtype)
     return y
+
+
+def _rstd(be: Any, fmt: Format, var: Any, eps: float) -> Any:
+    """fl32(1 / sqrt(fl32(var + eps))), the square root and division in float64."""
+    cf = F64 if _wide(fmt) else F32
+    return _math(be, cf, lambda v: 1.0 / np.sqrt(v), var + _dt(cf)(eps))
 
 
 def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
@@ -663,8 +671,7 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     with np.errstate(all="ignore"):
         mu = be.sum(X, -1, True) / dt(n)
         d = X - mu
-        var = be.sum(d * d, -1, True) / dt(n)
-        r = _math(be, F64 if _wide(fmt) else F32, lambda v: 1.0 / np.sqrt(v), var + dt(eps))
+        r = _rstd(be, fmt, be.sum(d * d, -1, True) / dt(n), eps)
         xhat = d * r
     out = round_to(be, _norm_affine(be, xhat, weight, bias), fmt)
 
@@ -697,8 +704,7 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
     n = x.shape[-1]
     X = x.data.astype(dt)
     with np.errstate(all="ignore"):
-        ms = be.sum(X * X, -1, True) / dt(n)
-        r = _math(be, F64 if _wide(fmt) else F32, lambda v: 1.0 / np.sqrt(v), ms + dt(eps))
+        r = _rstd(be, fmt, be.sum(X * X, -1, True) / dt(n), eps)
         xhat = X * r
     out = round_to(be, _norm_affine(be, xhat, weight, None), fmt)
 

@@ -153,7 +153,7 @@ def write_report(run: Any, out: Path, summary: dict[str, Any]) -> None:
         "Files: `metrics.json`, `metrics.csv` (one row per step), `final.npz` (float32 master "
         "weights by parameter name), `ckpt/` (checkpoints).",
     ]
-    from .scaling import atomic_write
+    from .atomicio import atomic_write
 
     atomic_write(str(out / "report.md"), "\n".join(lines) + "\n")
 

@@ -38,12 +38,13 @@ import io
 import json
 import math
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
+
+from .atomicio import atomic_write
 
 __all__ = [
     "PROFILES",
@@ -591,22 +592,6 @@ def clip_grad_norm(grads: list[Any], max_norm: float, *, scaler: LossScaler | No
             if g is not None:
                 g[...] = (g.astype(np.float64) * coef).astype(g.dtype)
     return total
-
-
-def atomic_write(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and an atomic rename."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _ranges(steps: list[int]) -> str:

@@ -24,8 +24,6 @@ import hashlib
 import io
 import json
 import math
-import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
@@ -36,6 +34,7 @@ import numpy as np
 
 from . import functional as F
 from . import nn, optim
+from .atomicio import atomic_write, atomic_write_with
 from .autocast import autocast
 from .scaling import PROFILES, LossScaler, StaticLossScaler
 from .srhash import random_bits, random_bits_scalar
@@ -452,19 +451,9 @@ class Run:
 
 
 def _atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """np.savez to a temporary file, fsync, rename: a partial write never replaces a
-    good file (TRN-CKP-001)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npz")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)  # type: ignore[arg-type]
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """np.savez through :func:`ampref.atomicio.atomic_write_with`: a partial write never
+    replaces a good file (TRN-CKP-001)."""
+    atomic_write_with(path, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
 
 
 def _jsonable(x: Any) -> Any:
@@ -602,8 +591,6 @@ def _summary(run: Run) -> dict[str, Any]:
 
 
 def _write_metrics(run: Run, out: Path, summary: dict[str, Any]) -> None:
-    from .scaling import atomic_write
-
     atomic_write(str(out / "metrics.json"), json.dumps(
         {"config": asdict(run.cfg), "summary": summary, "history": run.state.history,
          "layers": run.state.layer_series,
@@ -632,8 +619,6 @@ def compare(cfg: TrainConfig, modes: list[str], out: str | Path, *, progress: bo
     for m in modes:
         c = replace(cfg, precision=m, inject_nonfinite=cfg.inject_nonfinite if MODES[m].scaler else 0.0)
         rows.append(train(c, out / m, progress=progress, report=report))
-    from .scaling import atomic_write
-
     atomic_write(str(out / "compare.json"), json.dumps(rows, indent=1) + "\n")
     table = compare_table(rows)
     atomic_write(str(out / "compare.md"), table + "\n")

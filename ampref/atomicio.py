@@ -1,0 +1,35 @@
+"""Atomic file writes: nothing is lost when a write fails.
+
+The content goes to a temporary file in the target's folder, is flushed and fsynced,
+and only then renamed over the target (``os.replace`` is atomic on POSIX and Windows),
+so a failed or interrupted write leaves the previous file intact and no temporary file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import IO, Callable
+
+__all__ = ["atomic_write", "atomic_write_with"]
+
+
+def atomic_write_with(path: str | os.PathLike[str], write: Callable[[IO[bytes]], object]) -> None:
+    """Call ``write(f)`` on a temporary binary file, then rename it to ``path``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    atomic_write_with(path, lambda f: f.write(text.encode("utf-8")))
