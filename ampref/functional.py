@@ -424,6 +424,70 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, *,
     return _make(be, out, fmt, "linear", ins, bwd)
 
 
+def _pair(v: int | tuple[int, int], name: str) -> tuple[int, int]:
+    t = (v, v) if isinstance(v, int) else tuple(v)
+    if len(t) != 2 or not all(isinstance(k, int) for k in t):
+        raise ValueError(f"conv2d {name} must be an int or a pair of ints, got {v!r}")
+    return t  # type: ignore[return-value]
+
+
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, *, stride: int | tuple[int, int] = 1,
+           padding: int | tuple[int, int] = 0, accumulation: str = "exact") -> Tensor:
+    """2-D cross-correlation of (N, C, H, W) input with (O, C, kh, kw) weights (ENG-CNV-001).
+
+    Computed as an im2col matmul: every output element is one dot product over
+    (c, i, j) in C order, so it rounds like :func:`linear`:
+    ``fl_out(fl32(fl32(exact sum) + b))``. The input gradient adds the overlapping
+    patch contributions in float64 in kernel-offset order (i, then j) and rounds once.
+    Zero padding. Autocast name ``conv2d`` (lower precision under both torch policies).
+    """
+    x, weight = _check_tensor(x, "conv2d"), _check_tensor(weight, "conv2d")
+    be = _backend(x, weight, bias)
+    ins = [x, weight] + ([bias] if bias is not None else [])
+    ins, _, _ = _ac.cast_inputs("conv2d", ins)
+    fmt = _promote([t.format for t in ins])
+    ins = [to_format(t, fmt) for t in ins]
+    x, weight = ins[0], ins[1]
+    bias = ins[2] if bias is not None else None
+    (sh, sw), (ph, pw) = _pair(stride, "stride"), _pair(padding, "padding")
+    if x.ndim != 4 or weight.ndim != 4 or x.shape[1] != weight.shape[1]:
+        raise ValueError(f"conv2d needs input (N, C, H, W) and weight (O, C, kh, kw) with equal C, "
+                         f"got {x.shape} and {weight.shape}")
+    if min(sh, sw) < 1 or min(ph, pw) < 0:
+        raise ValueError(f"conv2d stride must be >= 1 and padding >= 0, got {(sh, sw)} and {(ph, pw)}")
+    xp = be.xp
+    N, C, H, W = x.shape
+    O, _, kh, kw = weight.shape
+    Ho, Wo = (H + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
+    if Ho < 1 or Wo < 1:
+        raise ValueError(f"conv2d kernel {(kh, kw)} does not fit input {(H, W)} with padding {(ph, pw)}")
+    xpad = xp.pad(x.data, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    win = xp.lib.stride_tricks.sliding_window_view(xpad, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
+    cols = xp.ascontiguousarray(win.transpose(0, 2, 3, 1, 4, 5)).reshape(N * Ho * Wo, C * kh * kw)
+    Wm = weight.data.reshape(O, -1)
+    acc = _mm(be, cols, Wm.T, accumulation, fmt)
+    if bias is not None:
+        with np.errstate(all="ignore"):
+            acc = acc + bias.data
+    out = round_to(be, acc, fmt).reshape(N, Ho, Wo, O).transpose(0, 3, 1, 2)
+    out = xp.ascontiguousarray(out)
+
+    def bwd(g: Any) -> tuple[Any, ...]:
+        G = xp.ascontiguousarray(g.transpose(0, 2, 3, 1)).reshape(-1, O)
+        gw = _mm(be, G.T, cols, accumulation, fmt).reshape(weight.shape)
+        gcols = _mm(be, G, Wm, accumulation, fmt).reshape(N, Ho, Wo, C, kh, kw)
+        gpad = xp.zeros(xpad.shape, dtype=xp.float64)
+        for i in range(kh):  # fixed order: kernel row, then column
+            for j in range(kw):
+                gpad[:, :, i:i + sh * Ho:sh, j:j + sw * Wo:sw] += gcols[:, :, :, :, i, j].transpose(0, 3, 1, 2)
+        gx = gpad[:, :, ph:ph + H, pw:pw + W]
+        res: list[Any] = [gx, gw]
+        if bias is not None:
+            res.append(be.sum(G, 0))
+        return tuple(res)
+    return _make(be, out, fmt, "conv2d", ins, bwd)
+
+
 # -- reductions -----------------------------------------------------------------------------
 
 def _axes(x: Tensor, axis: Any) -> tuple[int, ...]:

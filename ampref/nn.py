@@ -158,6 +158,24 @@ class Linear(Module):
         return F.linear(x, self.weight, self.bias, accumulation=self.accumulation)
 
 
+class Conv2d(Module):
+    """2-D convolution, weight (out, in, kh, kw), init U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
+                 stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, bias: bool = True,
+                 *, seed: Seed = 0, accumulation: str = "exact", backend: str = "numpy") -> None:
+        super().__init__()
+        kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+        g, k = _gen(seed), 1.0 / math.sqrt(in_channels * kh * kw)
+        self.weight = Parameter(g.uniform((out_channels, in_channels, kh, kw), -k, k), backend=backend)
+        self.bias = Parameter(g.uniform((out_channels,), -k, k), backend=backend) if bias else None
+        self.stride, self.padding, self.accumulation = stride, padding, accumulation
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv2d(x, self.weight, self.bias, stride=self.stride, padding=self.padding,
+                        accumulation=self.accumulation)
+
+
 class LayerNorm(Module):
     def __init__(self, n: int, eps: float = 1e-5, *, backend: str = "numpy") -> None:
         super().__init__()

@@ -51,6 +51,7 @@ def cases() -> dict[str, tuple[int, object]]:
         "nll_loss": (1, lambda a: F.nll_loss(a, tgt)),
         "mse_loss": (2, F.mse_loss),
         "binary_cross_entropy": (2, lambda p, y: F.binary_cross_entropy(torch.sigmoid(p), torch.sigmoid(y))),
+        "conv2d": (2, lambda x, w: F.conv2d(x[None, None], w[None, None])),
         "scaled_dot_product_attention": (2, lambda q, k: F.scaled_dot_product_attention(
             q[None], k[None], k[None])),
     }

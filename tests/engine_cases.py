@@ -81,6 +81,10 @@ def cases() -> dict[str, Case]:
                         T(lambda q, k, v: _torch()[1].scaled_dot_product_attention(q, k, v, is_causal=True)),
                         "any"),
         "dropout": ([(4, 3)], lambda a: F.dropout(a, 0.25, seed=7), None, "any"),
+        "conv2d": ([(2, 2, 5, 4), (3, 2, 3, 2), (3,)], lambda x, w, b: F.conv2d(x, w, b, padding=1),
+                   T(lambda x, w, b: _torch()[1].conv2d(x, w, b, padding=1)), "any"),
+        "conv2d_strided": ([(1, 2, 6, 5), (2, 2, 2, 3)], lambda x, w: F.conv2d(x, w, stride=(2, 1)),
+                           T(lambda x, w: _torch()[1].conv2d(x, w, stride=(2, 1))), "any"),
     }
 
 

@@ -37,6 +37,7 @@ def engine_ops() -> dict[str, Any]:
         "cross_entropy": lambda a: F.cross_entropy(a, TGT), "nll_loss": lambda a: F.nll_loss(a, TGT),
         "mse_loss": F.mse_loss,
         "binary_cross_entropy": lambda p, y: F.binary_cross_entropy(F.sigmoid(p), F.sigmoid(y)),
+        "conv2d": lambda x, w: F.conv2d(x.reshape(1, 1, 4, 4), w.reshape(1, 1, 4, 4)),
         "scaled_dot_product_attention": lambda q, k: F.scaled_dot_product_attention(
             q.reshape(1, 4, 4), k.reshape(1, 4, 4), k.reshape(1, 4, 4)),
     }
@@ -100,6 +101,7 @@ def test_policy_files_name_only_ops_torch_registers_for_that_autocast_key(policy
 # unlisted-op rule: the expected output format of each engine op under torch-cuda fp16
 CUDA_EXPECTED = {
     "matmul": "float16", "linear": "float16", "scaled_dot_product_attention": "float16",
+    "conv2d": "float16",
     "exp": "float32", "log": "float32", "pow": "float32", "softmax": "float32",
     "log_softmax": "float32", "layer_norm": "float32", "rms_norm": "float32", "sum": "float32",
     "mse_loss": "float32", "nll_loss": "float32", "cross_entropy": "float32",
@@ -110,7 +112,7 @@ CUDA_EXPECTED = {
 @pytest.mark.clause("AUT-POL-001", "AUT-CAT-001", "AUT-CAT-002", "AUT-CAT-003", "AUT-CAT-005")
 @pytest.mark.parametrize("op", sorted(CUDA_EXPECTED))
 def test_torch_cuda_policy_gives_the_documented_output_format(op: str) -> None:
-    n = 2 if op in ("add", "matmul", "linear", "mse_loss", "scaled_dot_product_attention") else 1
+    n = 2 if op in ("add", "matmul", "linear", "mse_loss", "scaled_dot_product_attention", "conv2d") else 1
     row = {"policy": "torch-cuda", "dtype": "float16", "op": op, "inputs": ["float16"] * n}
     assert run_row(row) == CUDA_EXPECTED[op]
 

@@ -293,3 +293,25 @@ def test_layer_norm_output_is_normalised_and_in_the_input_format() -> None:
     assert y.format.name == "bfloat16"
     v = y.numpy().astype(np.float64)
     assert np.all(np.abs(v.mean(-1)) < 0.02) and np.all(np.abs(v.std(-1) - 1) < 0.02)
+
+
+@pytest.mark.clause("ENG-CNV-001")
+def test_conv2d_outputs_are_exact_dot_products_rounded_once() -> None:
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    got = F.conv2d(ampref.tensor(x), ampref.tensor(w), ampref.tensor(b), stride=2, padding=1).numpy()
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    for n, o, i, j in np.ndindex(*got.shape):
+        patch = xp[n, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].reshape(-1)
+        dot = np.float32(_round_odd_exact(patch * w[o].astype(np.float64).reshape(-1)))
+        want = np.float32(dot + b[o])
+        assert got[n, o, i, j].view(np.uint32) == want.view(np.uint32), (n, o, i, j)
+
+
+def test_conv2d_rejects_mismatched_shapes_with_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="equal C"):
+        F.conv2d(ampref.tensor(np.ones((1, 2, 4, 4))), ampref.tensor(np.ones((1, 3, 2, 2))))
+    with pytest.raises(ValueError, match="does not fit"):
+        F.conv2d(ampref.tensor(np.ones((1, 1, 2, 2))), ampref.tensor(np.ones((1, 1, 3, 3))))

@@ -197,3 +197,24 @@ def test_optimizer_rejects_bad_arguments_with_clear_errors() -> None:
         optim.Adam([p], betas=(1.0, 0.9))
     with pytest.raises(TypeError, match="leaf"):
         optim.SGD([ampref.tensor([1.0])], lr=0.1)
+
+
+@pytest.mark.clause("ENG-NN-001", "ENG-CNV-001")
+def test_small_conv_net_trains_under_fp16_autocast() -> None:
+    g = Generator(2)
+    x = ampref.tensor(g.normal((8, 1, 6, 6)))
+    y = g.integers(2, (8,))
+    conv, head = nn.Conv2d(1, 4, 3, padding=1, seed=1), nn.Linear(4 * 36, 2, seed=2)
+    opt = optim.Adam(conv.parameters() + head.parameters(), lr=0.02)
+    scaler = ampref.LossScaler.from_profile("torch")
+    losses = []
+    for _ in range(6):
+        opt.zero_grad()
+        with ampref.autocast("float16"):
+            h = F.relu(conv(x))
+            assert h.format.name == "float16"
+            loss = F.cross_entropy(head(h.reshape(8, -1)), y)
+        scaler.scale_loss(loss).backward()
+        opt.step(scaler=scaler)
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
