@@ -10,7 +10,8 @@ backend. Computing it directly is slow; this module gets it from float64 BLAS:
    is 2^-298), so ``r`` differs from the exact value ``s`` only by the float64 additions:
    ``|r - s| <= gamma(K + 1) * sum_k |a_k b_k|`` for *any* order (Higham, Thm 3.1),
    with ``gamma(n) = n u / (1 - n u)``, ``u = 2^-53``.
-2. Phase *bound*: ``S = |A| @ |B|`` (a second float64 GEMM); the bound ``e`` is
+2. Phase *bound*: an upper bound of ``S = |A| @ |B|`` (a float32 GEMM of the absolute
+   values, inflated by its own worst-case error, see :func:`_abs_gemm_upper`); ``e`` is
    inflated by 2 to cover its own rounding. Where ``S <= 2^52 qa_i qb_j`` (``qa_i``,
    ``qb_j`` the smallest lowest-set-bit values of row i of A and column j of B) every
    partial sum is a multiple of the products' common quantum below 2^53 of it, so ``r``
@@ -119,7 +120,8 @@ def _fits(total: Any, qexp: Any) -> Any:
 def _resolve(out: Any, bad: Any, terms: npt.NDArray[np.float64]) -> None:
     """Fill ``out[bad]`` with fl32 of the exact row sums of ``terms`` (rows = bad elements)."""
     exact, ok = _exact_by_range(terms)
-    r32 = exact.astype(np.float32)
+    with np.errstate(over="ignore"):
+        r32 = exact.astype(np.float32)
     if not ok.all():
         rest = np.flatnonzero(~ok)
         r32[rest] = _refine(terms[rest])
@@ -156,12 +158,34 @@ def _refine(terms: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
     return r32
 
 
+def _abs_gemm_upper(a: Any, b: Any, a64: Any, b64: Any, K: int) -> Any:
+    """An upper bound of S = sum_k |a_k b_k| per output element.
+
+    float32 operands: one float32 GEMM of the absolute values. All terms are
+    nonnegative, so whatever the order |S32 - S| <= gamma_K(2^-24) S; products that
+    underflow float32 lose at most 2^-150 each; hence S <= S32 (1 + 2 gamma_K) + K 2^-149
+    (overflow gives inf, which sends the element to the exact path). Otherwise a float64
+    GEMM of the absolute values (error 2^-53-relative, covered by the factor 2 on e).
+    """
+    if np.asarray(a).dtype == np.float32 and np.asarray(b).dtype == np.float32:
+        g32 = K * 2.0**-24 / (1 - K * 2.0**-24)
+        s32 = np.matmul(np.abs(a), np.abs(b)).astype(np.float64)
+        return s32 * (1 + 2 * g32) + K * 2.0**-149
+    return np.matmul(np.abs(a64), np.abs(b64))
+
+
 def _quantum_bound(x: npt.NDArray[Any], axis: int, precision: int) -> Any:
     """A lower bound of log2 of the products' quantum along ``axis``, per row/column:
     every nonzero value of a format with ``precision`` significant bits is a multiple of
     2^(floor(log2 |x|) - precision + 1), and never of less than float32's 2^-149."""
-    ax = np.abs(x)
-    mn = np.min(np.where(ax > 0, ax, np.inf), axis=axis)
+    if x.dtype == np.float32:
+        # smallest nonzero magnitude on the bit patterns: |x| - 1 wraps zeros to the top
+        u = x.view(np.uint32) & np.uint32(0x7FFFFFFF)
+        m = (u - np.uint32(1)).min(axis=axis) + np.uint32(1)
+        mn = np.where((m == 0) | (m >= 0x7F800000), np.inf, m.view(np.float32).astype(np.float64))
+    else:
+        ax = np.abs(x)
+        mn = np.min(np.where(ax > 0, ax, np.inf), axis=axis)
     with np.errstate(invalid="ignore"):
         _, e = np.frexp(np.where(np.isfinite(mn), mn, 1.0))
     q = np.maximum(e.astype(np.float64) - precision, -149.0)
@@ -190,12 +214,13 @@ def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24) ->
     K = a64.shape[-1]
     with np.errstate(over="ignore", invalid="ignore"):
         r = np.matmul(a64, b64)
-        S = np.matmul(np.abs(a64), np.abs(b64))  # sum_k |a_k b_k| (to float64 accuracy)
+        S = _abs_gemm_upper(a, b, a64, b64, K)
         e = _gamma(K + 2) * S * 2.0
         # exact by range: products are multiples of qa_i * qb_j; if S <= 2^52 q every
         # partial sum is exact in float64, whatever the BLAS order
-        qa = _quantum_bound(a64, -1, precision)[..., :, None] if K else np.zeros(a64.shape[:-1] + (1,))
-        qb = _quantum_bound(b64, -2, precision)[..., None, :] if K else np.zeros(b64.shape[:-2] + (1, b64.shape[-1]))
+        a_, b_ = np.asarray(a), np.asarray(b)
+        qa = _quantum_bound(a_, -1, precision)[..., :, None] if K else np.zeros(a64.shape[:-1] + (1,))
+        qb = _quantum_bound(b_, -2, precision)[..., None, :] if K else np.zeros(b64.shape[:-2] + (1, b64.shape[-1]))
         # S <= 2^(52 + qa + qb) as an outer product of two power-of-two vectors
         lim = np.ldexp(1.0, np.clip(np.nan_to_num(qa + 52, posinf=1000), -1074, 1000).astype(np.int64)) \
             * np.ldexp(1.0, np.clip(np.nan_to_num(qb, posinf=1000), -1074, 1000).astype(np.int64))
