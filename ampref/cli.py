@@ -31,7 +31,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.precision is not None and args.compare is None:
         summary = train(cfg, args.out, resume=args.resume, progress=not args.quiet, report=report)
         print(compare_table([summary]))
-        print(f"outputs in {args.out}/ (report.md, metrics.json, final.npz)")
+        print(f"outputs in {args.out}/ ({'report.md, ' if report else ''}metrics.json, final.npz)")
         return 0
     if args.resume:
         raise ValueError("--resume continues one mode: give --precision MODE (with the same --out)")
