@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from engine_cases import cases, inputs
 
 import ampref
 import ampref.functional as F
 from ampref import certified
 from ampref.accumulation import _round_odd_exact
+from ampref.testing import arrays
 
 CASES = cases()
 
@@ -315,3 +318,33 @@ def test_conv2d_rejects_mismatched_shapes_with_a_clear_error() -> None:
         F.conv2d(ampref.tensor(np.ones((1, 2, 4, 4))), ampref.tensor(np.ones((1, 3, 2, 2))))
     with pytest.raises(ValueError, match="does not fit"):
         F.conv2d(ampref.tensor(np.ones((1, 1, 2, 2))), ampref.tensor(np.ones((1, 1, 3, 3))))
+
+
+def _cast_oracle(v32: np.ndarray, fmt: str) -> np.ndarray:
+    """NumPy's float16 cast or ml_dtypes' bfloat16 cast of float32 values (independent
+    of ampref's rounding kernels)."""
+    import ml_dtypes
+
+    dt = np.float16 if fmt == "float16" else ml_dtypes.bfloat16
+    with np.errstate(over="ignore"):
+        return v32.astype(dt).astype(np.float32)
+
+
+@pytest.mark.clause("ENG-RND-001", "ENG-SPC-001")
+@given(fmt=st.sampled_from(["float16", "bfloat16"]), op=st.sampled_from(["add", "sub", "mul", "div", "neg", "relu"]),
+       data=st.data())
+def test_low_precision_elementwise_ops_equal_float32_arithmetic_then_the_peer_cast(
+        fmt: str, op: str, data: st.DataObject) -> None:
+    a = data.draw(arrays(fmt, 8, allow_nan=True, allow_infinity=True))
+    b = data.draw(arrays(fmt, 8, allow_nan=True, allow_infinity=True))
+    ta, tb = ampref.tensor(a, fmt), ampref.tensor(b, fmt)
+    with np.errstate(all="ignore"):
+        ref32 = {"add": a + b, "sub": a - b, "mul": a * b, "div": a / b, "neg": -a,
+                 "relu": np.maximum(a, np.float32(0))}[op]
+        got = {"add": lambda: ta + tb, "sub": lambda: ta - tb, "mul": lambda: ta * tb,
+               "div": lambda: ta / tb, "neg": lambda: -ta, "relu": lambda: F.relu(ta)}[op]().numpy()
+    want = _cast_oracle(ref32.astype(np.float32), fmt)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32)), \
+        f"{op} {fmt}: {_hex(got)} != {_hex(want)}"
