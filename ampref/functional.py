@@ -390,20 +390,24 @@ def matmul(a: Tensor, b: Tensor, *, accumulation: str = "exact") -> Tensor:
     return _make(be, out, fmt, "matmul", [a, b], bwd)
 
 
+def _weighted_inputs(op: str, x: Tensor, weight: Tensor, bias: Tensor | None) -> tuple[Any, ...]:
+    """Check, autocast and promote the (input, weight, optional bias) of linear/conv2d."""
+    x, weight = _check_tensor(x, op), _check_tensor(weight, op)
+    be = _backend(x, weight, bias)
+    ins = [x, weight] + ([bias] if bias is not None else [])
+    ins, _, _ = _ac.cast_inputs(op, ins)
+    fmt = _promote([t.format for t in ins])
+    ins = [to_format(t, fmt) for t in ins]
+    return be, fmt, ins, ins[0], ins[1], (ins[2] if bias is not None else None)
+
+
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, *,
            accumulation: str = "exact") -> Tensor:
     """x @ weight.T + bias; y = fl_out(fl32(fl32(exact x.w) + b)) (bias in the epilogue).
 
     Autocast name ``linear`` (lower precision under both torch policies).
     """
-    x, weight = _check_tensor(x, "linear"), _check_tensor(weight, "linear")
-    be = _backend(x, weight, bias)
-    ins = [x, weight] + ([bias] if bias is not None else [])
-    ins, _, _ = _ac.cast_inputs("linear", ins)
-    fmt = _promote([t.format for t in ins])
-    ins = [to_format(t, fmt) for t in ins]
-    x, weight = ins[0], ins[1]
-    bias = ins[2] if bias is not None else None
+    be, fmt, ins, x, weight, bias = _weighted_inputs("linear", x, weight, bias)
     if weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: input {x.shape} does not match weight {weight.shape} (out, in)")
     X = x.data.reshape(-1, x.shape[-1])
@@ -441,14 +445,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, *, stride: int
     patch contributions in float64 in kernel-offset order (i, then j) and rounds once.
     Zero padding. Autocast name ``conv2d`` (lower precision under both torch policies).
     """
-    x, weight = _check_tensor(x, "conv2d"), _check_tensor(weight, "conv2d")
-    be = _backend(x, weight, bias)
-    ins = [x, weight] + ([bias] if bias is not None else [])
-    ins, _, _ = _ac.cast_inputs("conv2d", ins)
-    fmt = _promote([t.format for t in ins])
-    ins = [to_format(t, fmt) for t in ins]
-    x, weight = ins[0], ins[1]
-    bias = ins[2] if bias is not None else None
+    be, fmt, ins, x, weight, bias = _weighted_inputs("conv2d", x, weight, bias)
     (sh, sw), (ph, pw) = _pair(stride, "stride"), _pair(padding, "padding")
     if x.ndim != 4 or weight.ndim != 4 or x.shape[1] != weight.shape[1]:
         raise ValueError(f"conv2d needs input (N, C, H, W) and weight (O, C, kh, kw) with equal C, "
