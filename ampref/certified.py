@@ -87,22 +87,6 @@ def _quantum_log2(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return np.where((low != 0) & np.isfinite(x), (le - 1 + e - 53).astype(np.float64), np.inf)
 
 
-def _quantum_log2_f32(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
-    """:func:`_quantum_log2` for float32 arrays, on the 32-bit words (cheaper)."""
-    u = x.view(np.uint32)
-    ef = (u >> np.uint32(23)) & np.uint32(0xFF)
-    sig = (u & np.uint32(0x7FFFFF)) | np.where(ef != 0, np.uint32(0x800000), np.uint32(0))
-    low = sig & (~sig + np.uint32(1))  # lowest set bit, a power of two <= 2^23
-    lexp = ((low.astype(np.float32).view(np.uint32) >> np.uint32(23)).astype(np.int32) - 127)
-    q = lexp + np.maximum(ef.astype(np.int32), 1) - 150
-    return np.where((low != 0) & (ef != 0xFF), q.astype(np.float64), np.inf)
-
-
-def _quantum(x: npt.NDArray[Any], axis: int | tuple[int, ...], keepdims: bool = False) -> Any:
-    q = _quantum_log2_f32(x) if x.dtype == np.float32 else _quantum_log2(np.asarray(x, np.float64))
-    return q.min(axis=axis, keepdims=keepdims)
-
-
 def _exact_by_range(terms: npt.NDArray[np.float64]) -> tuple[Any, Any]:
     """Row sums that float64 computes exactly, and the mask of those rows."""
     qexp = _quantum_log2(terms).min(axis=1)
@@ -158,31 +142,23 @@ def _refine(terms: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
     return r32
 
 
-def _quantum_bound(x: npt.NDArray[Any], axis: int, precision: int) -> Any:
+def _quantum_bound(x: npt.NDArray[Any], axis: int | tuple[int, ...], precision: int,
+                   keepdims: bool = False) -> Any:
     """A lower bound of log2 of the products' quantum along ``axis``, per row/column:
     every nonzero value of a format with ``precision`` significant bits is a multiple of
     2^(floor(log2 |x|) - precision + 1), and never of less than float32's 2^-149."""
     if x.dtype == np.float32:
         # smallest nonzero magnitude on the bit patterns: |x| - 1 wraps zeros to the top
         u = x.view(np.uint32) & np.uint32(0x7FFFFFFF)
-        m = (u - np.uint32(1)).min(axis=axis) + np.uint32(1)
+        m = (u - np.uint32(1)).min(axis=axis, keepdims=keepdims) + np.uint32(1)
         mn = np.where((m == 0) | (m >= 0x7F800000), np.inf, m.view(np.float32).astype(np.float64))
     else:
         ax = np.abs(x)
-        mn = np.min(np.where(ax > 0, ax, np.inf), axis=axis)
+        mn = np.min(np.where(ax > 0, ax, np.inf), axis=axis, keepdims=keepdims)
     with np.errstate(invalid="ignore"):
         _, e = np.frexp(np.where(np.isfinite(mn), mn, 1.0))
     q = np.maximum(e.astype(np.float64) - precision, -149.0)
     return np.where(np.isfinite(mn), q, np.inf)
-
-
-def _quantum_bound_axes(x: npt.NDArray[np.float64], axes: tuple[int, ...]) -> Any:
-    """:func:`_quantum_bound` (precision 24) over several axes, keeping them."""
-    ax = np.abs(x)
-    mn = np.min(np.where(ax > 0, ax, np.inf), axis=axes, keepdims=True)
-    with np.errstate(invalid="ignore"):
-        _, e = np.frexp(np.where(np.isfinite(mn), mn, 1.0))
-    return np.where(np.isfinite(mn), np.maximum(e.astype(np.float64) - 24, -149.0), np.inf)
 
 
 def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24) -> npt.NDArray[np.float32]:
@@ -235,7 +211,7 @@ def sum_f32(x: npt.NDArray[Any], axis: int | tuple[int, ...] | None = None,
         r = np.sum(x64, axis=axes, keepdims=True)
         S = np.sum(np.abs(x64), axis=axes, keepdims=True)
         e = _gamma(n + 2) * S * 2.0
-        q = _quantum_bound_axes(x64, axes) if x64.size else np.zeros_like(r)
+        q = _quantum_bound(np.asarray(x), axes, 24, keepdims=True) if x64.size else np.zeros_like(r)
         e = np.where(_fits(S, q), 0.0, e)
     out, bad = _certify(r, e)
     if bad.any():

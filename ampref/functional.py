@@ -33,6 +33,7 @@ from .formats import Format, get_format
 from .tensor import Node, Tensor, is_grad_enabled, round_to, storage_dtype
 
 __all__ = [
+    "conv2d",
     "add",
     "binary_cross_entropy",
     "broadcast_to",
@@ -281,12 +282,13 @@ def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
 
 # -- unary elementwise -------------------------------------------------------------------
 
-def _unary(op: str, x: Tensor, f: Any, df: Any) -> Tensor:
-    """y = fl_out(f(x)); df(g, x, y) gives the input gradient."""
+def _unary(op: str, x: Tensor, f: Any, df: Any, *, exact: bool = False) -> Tensor:
+    """y = fl_out(f(x)); df(g, x, y) gives the input gradient. ``exact`` ops (whose
+    result is already a value of x's format) skip the float64 evaluation."""
     x = _check_tensor(x, op)
     (x,), _, _ = _ac.cast_inputs(op, [x])
     be, fmt = x.backend, x.format
-    out = round_to(be, _math(be, fmt, f, x.data), fmt)
+    out = f(x.data) if exact else round_to(be, _math(be, fmt, f, x.data), fmt)
     xv = x.data
 
     def bwd(g: Any) -> tuple[Any]:
@@ -317,7 +319,8 @@ def sigmoid(x: Tensor) -> Tensor:
 
 def relu(x: Tensor) -> Tensor:
     """max(x, 0) (exact); relu(NaN) = NaN; derivative 0 at x <= 0."""
-    return _unary("relu", x, lambda v: np.maximum(v, 0.0), lambda g, x, y: g * (x > 0))
+    return _unary("relu", x, lambda v: np.maximum(v, v.dtype.type(0)), lambda g, x, y: g * (x > 0),
+                  exact=True)
 
 
 def _erf(v: Any) -> Any:
@@ -649,6 +652,7 @@ def _shifted_exp(op: str, x: Tensor, axis: int, dtype: str | Format | None) -> t
     policy's forced float32, or x's), the compute format, the row max, e = fl32(exp(x -
     max)) and s = fl32(exact sum e)."""
     x = _check_tensor(x, op)
+    _axes(x, axis)  # a ValueError naming the axis and the shape
     _, forced, _ = _ac.cast_inputs(op, [x])
     fmt = get_format(dtype) if dtype is not None else (forced or x.format)
     be = x.backend
@@ -693,6 +697,13 @@ def log_softmax(x: Tensor, axis: int = -1, dtype: str | Format | None = None) ->
     return _make(be, out, fmt, "log_softmax", [x], bwd)
 
 
+def _check_affine(op: str, x: Tensor, *params: Tensor | None) -> None:
+    for t in params:
+        if t is not None and t.shape != x.shape[-1:]:
+            raise ValueError(f"{op}: weight/bias shape {t.shape} does not match the normalised "
+                             f"axis of input {x.shape} (expected {x.shape[-1:]})")
+
+
 def _norm_affine(be: Any, xhat: Any, weight: Tensor | None, bias: Tensor | None) -> Any:
     y = xhat
     with np.errstate(all="ignore"):
@@ -719,6 +730,7 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     casts to float32 under torch-cuda). Autocast name ``layer_norm``.
     """
     x = _check_tensor(x, "layer_norm")
+    _check_affine("layer_norm", x, weight, bias)
     ins = [x] + [t for t in (weight, bias) if t is not None]
     ins, _, listed = _ac.cast_inputs("layer_norm", ins)
     x = ins[0]
@@ -757,6 +769,7 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
     """ms = fl32(fl32(sum fl32(x*x)) / n); r = fl32(1/sqrt(fl32(ms + eps)));
     y = fl_out(fl32(fl32(x * r) * w)). Autocast name ``rms_norm``."""
     x = _check_tensor(x, "rms_norm")
+    _check_affine("rms_norm", x, weight)
     ins, _, _ = _ac.cast_inputs("rms_norm", [x] + ([weight] if weight is not None else []))
     x = ins[0]
     weight = ins[1] if weight is not None else None

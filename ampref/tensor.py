@@ -146,8 +146,14 @@ class Tensor:
         return np.array(self.backend.to_numpy(self.data), copy=True)
 
     def item(self) -> float:
-        return float(self.backend.to_numpy(self.data).reshape(-1)[0]) if self.size == 1 else \
-            _raise_item(self.shape)
+        """The value of a one-element tensor.
+
+        Raises:
+            ValueError: the tensor has more than one element (its shape named).
+        """
+        if self.size != 1:
+            raise ValueError(f"item() needs a one-element tensor, got shape {self.shape}")
+        return float(self.backend.to_numpy(self.data).reshape(-1)[0])
 
     def detach(self) -> Tensor:
         return Tensor(self.data, self.format, backend=self.backend, name=self.name)
@@ -284,10 +290,6 @@ class Tensor:
 
     def to(self, fmt: str | Format) -> Tensor:
         return _F().to_format(self, fmt)
-
-
-def _raise_item(shape: tuple[int, ...]) -> float:
-    raise ValueError(f"item() needs a one-element tensor, got shape {shape}")
 
 
 def _F() -> Any:

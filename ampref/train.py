@@ -43,7 +43,7 @@ from .tensor import Tensor, observe_gradients
 __all__ = ["MODES", "TrainConfig", "CharTransformer", "train", "compare", "load_corpus",
            "TrainError", "DEFAULT_COMPARE"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class TrainError(ValueError):
@@ -102,6 +102,8 @@ class TrainConfig:
             if not isinstance(v, int) or v < (0 if name == "steps" else 1):
                 raise TrainError(f"--{name.replace('_', '-')} must be an integer >= "
                                  f"{0 if name == 'steps' else 1}, got {v!r}")
+        if not isinstance(self.hist_every, int) or self.hist_every < 0:
+            raise TrainError(f"hist_every must be an integer >= 0, got {self.hist_every!r}")
         if self.width % self.heads:
             raise TrainError(f"--width {self.width} must be divisible by --heads {self.heads}")
         if not (math.isfinite(self.lr) and self.lr > 0):
@@ -232,11 +234,18 @@ class StepStats:
 class RunState:
     step: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
-    injected: list[int] = field(default_factory=list)
-    skipped: list[int] = field(default_factory=list)
     layer_series: dict[str, list[list[float]]] = field(default_factory=dict)
     hists: dict[str, Any] = field(default_factory=dict)
     wall: float = 0.0
+
+    # injected and skipped steps are read off the history, never stored twice
+    @property
+    def injected(self) -> list[int]:
+        return [r["step"] for r in self.history if r.get("injected")]
+
+    @property
+    def skipped(self) -> list[int]:
+        return [r["step"] for r in self.history if not r["applied"] and not r.get("removed")]
 
 
 class Run:
@@ -320,14 +329,11 @@ class Run:
         injected = self.injected_at(s)
         if injected:
             self._plant(s)
-            self.state.injected.append(s)
         scale_used = self.scale
         if self.scaler is not None:
             applied = self.opt.step(scaler=self.scaler)
         else:
             applied = self.opt.step()
-        if not applied:
-            self.state.skipped.append(s)
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         nz = sum(int(np.count_nonzero(g)) for g in grads)
         tiny = sum(int(np.count_nonzero((g != 0) & (np.abs(g) * scale_used < 2.0**-25))) for g in grads)
@@ -382,8 +388,7 @@ class Run:
                 "opt": {"steps": osd["steps"], "lr": osd["lr"]},
                 "scaler": None if self.scaler is None else {"state": _jsonable(self.scaler.state_dict()),
                                                             "events": self.scaler.audit_log()},
-                "run": {"history": self.state.history, "injected": self.state.injected,
-                        "skipped": self.state.skipped, "layer_series": self.state.layer_series,
+                "run": {"history": self.state.history, "layer_series": self.state.layer_series,
                         "hists": self.state.hists, "wall": self.state.wall},
                 "modules": {n: getattr(m, "offset", 0) for n, m in self.model.named_modules()
                             if isinstance(m, nn.Dropout)}}
@@ -445,8 +450,7 @@ class Run:
                 ev.pop("applied", None)
                 self.scaler.events.append(ScaleEvent(**ev))
         run = meta["run"]
-        self.state = RunState(step=meta["step"], history=run["history"], injected=run["injected"],
-                              skipped=run["skipped"], layer_series=run["layer_series"],
+        self.state = RunState(step=meta["step"], history=run["history"], layer_series=run["layer_series"],
                               hists=run["hists"], wall=run["wall"])
 
 

@@ -229,6 +229,10 @@ def test_bad_inputs_get_clear_errors() -> None:
         F.cross_entropy(ampref.tensor(np.ones((2, 5))), np.array([0, 7]))
     with pytest.raises(RuntimeError, match="does not require grad"):
         ampref.tensor([1.0]).sum().backward()
+    with pytest.raises(ValueError, match=r"axis 4 is out of range for a tensor of shape \(2, 3\)"):
+        F.softmax(ampref.tensor(np.ones((2, 3))), axis=4)
+    with pytest.raises(ValueError, match=r"layer_norm: weight/bias shape \(4,\)"):
+        F.layer_norm(ampref.tensor(np.ones((2, 3))), ampref.tensor(np.ones(4)))
     with pytest.raises(TypeError, match="ampref.Tensor or a real number"):
         ampref.tensor([1.0]) + "x"  # type: ignore[operator]
 
@@ -310,7 +314,8 @@ def test_conv2d_outputs_are_exact_dot_products_rounded_once() -> None:
         patch = xp[n, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].reshape(-1)
         dot = np.float32(_round_odd_exact(patch * w[o].astype(np.float64).reshape(-1)))
         want = np.float32(dot + b[o])
-        assert got[n, o, i, j].view(np.uint32) == want.view(np.uint32), (n, o, i, j)
+        assert got[n, o, i, j].view(np.uint32) == want.view(np.uint32), \
+            f"{(n, o, i, j)}: {got[n, o, i, j].view(np.uint32):08x} != {want.view(np.uint32):08x}"
 
 
 def test_conv2d_rejects_mismatched_shapes_with_a_clear_error() -> None:
