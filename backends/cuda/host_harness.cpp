@@ -1,0 +1,53 @@
+// Host build of ampref_kernels.cuh for the tests (no GPU needed): the same element
+// functions as kernels.cu, run in plain loops, called from Python through ctypes.
+#include "ampref_kernels.cuh"
+
+extern "C" {
+
+void ampref_host_quantize_f32(const ampref_u32* x, ampref_u32* y, ampref_i64 n, const int* P,
+                              int rnd, int sat, int subnormals, ampref_u32 k1, ampref_u32 k2,
+                              ampref_i64 start) {
+    for (ampref_i64 i = 0; i < n; ++i) {
+        const ampref_u32 r = rnd == AMPREF_RND_STOCHASTIC
+                                 ? ampref_random_bits(k1, k2, (ampref_u64)(start + i)) : 0u;
+        y[i] = ampref_quantize_bits(ampref_f32_to_f64_bits(x[i]), P, rnd, sat, subnormals, r);
+    }
+}
+
+void ampref_host_quantize_f64(const ampref_u64* x, ampref_u64* y, ampref_i64 n, const int* P,
+                              int rnd, int sat, int subnormals, ampref_u32 k1, ampref_u32 k2,
+                              ampref_i64 start) {
+    for (ampref_i64 i = 0; i < n; ++i) {
+        const ampref_u32 r = rnd == AMPREF_RND_STOCHASTIC
+                                 ? ampref_random_bits(k1, k2, (ampref_u64)(start + i)) : 0u;
+        y[i] = ampref_f32_to_f64_bits(ampref_quantize_bits(x[i], P, rnd, sat, subnormals, r));
+    }
+}
+
+void ampref_host_encode16_f32(const ampref_u32* x, unsigned short* codes, ampref_i64 n,
+                              const int* P) {
+    for (ampref_i64 i = 0; i < n; ++i) {
+        int is_nan = 0;
+        codes[i] = (unsigned short)ampref_encode(ampref_f32_to_f64_bits(x[i]), P,
+                                                 AMPREF_RND_NEAREST_EVEN, 0, 1, 0u, &is_nan);
+    }
+}
+
+void ampref_host_random_bits(ampref_u32* out, ampref_i64 n, ampref_u32 k1, ampref_u32 k2,
+                             ampref_i64 start) {
+    for (ampref_i64 i = 0; i < n; ++i) out[i] = ampref_random_bits(k1, k2, (ampref_u64)(start + i));
+}
+
+void ampref_host_unscale_f32(float* g, ampref_i64 n, ampref_i64* st) {
+    const double scale = ampref_bits_to_double(st[AMPREF_ST_SCALE]);
+    const float inv = scale != 0.0 ? (float)(1.0 / scale) : (float)ampref_inf();
+    int bad = 0;
+    for (ampref_i64 i = 0; i < n; ++i) bad |= ampref_unscale_f32(g + i, inv);
+    if (bad) st[AMPREF_ST_FOUND] = 1;
+}
+
+void ampref_host_scaler_update(ampref_i64* st, const double* cfg_d, const ampref_i64* cfg_i) {
+    ampref_scaler_update_row(st, cfg_d, cfg_i);
+}
+
+}  // extern "C"

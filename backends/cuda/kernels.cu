@@ -1,0 +1,60 @@
+// CUDA entry points of the CuPy backend. backends/kernelsrc.py prepends
+// ampref_kernels.cuh (NVRTC gets one source string); each kernel is a grid-stride loop
+// over the element function that the host harness runs in a plain loop.
+
+#define AMPREF_GRID_LOOP(i, n)                                                     \
+    for (ampref_i64 i = (ampref_i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (ampref_i64)blockDim.x * gridDim.x)
+
+// float32 in, float32 bits out. Stochastic words: srhash(seed keys, start + i).
+extern "C" __global__ void ampref_quantize_f32(const ampref_u32* x, ampref_u32* y, ampref_i64 n,
+                                               const int* P, int rnd, int sat, int subnormals,
+                                               ampref_u32 k1, ampref_u32 k2, ampref_i64 start) {
+    AMPREF_GRID_LOOP(i, n) {
+        const ampref_u32 r = rnd == AMPREF_RND_STOCHASTIC
+                                 ? ampref_random_bits(k1, k2, (ampref_u64)(start + i)) : 0u;
+        y[i] = ampref_quantize_bits(ampref_f32_to_f64_bits(x[i]), P, rnd, sat, subnormals, r);
+    }
+}
+
+// float64 in, float64 bits out (the float32 value widened exactly).
+extern "C" __global__ void ampref_quantize_f64(const ampref_u64* x, ampref_u64* y, ampref_i64 n,
+                                               const int* P, int rnd, int sat, int subnormals,
+                                               ampref_u32 k1, ampref_u32 k2, ampref_i64 start) {
+    AMPREF_GRID_LOOP(i, n) {
+        const ampref_u32 r = rnd == AMPREF_RND_STOCHASTIC
+                                 ? ampref_random_bits(k1, k2, (ampref_u64)(start + i)) : 0u;
+        y[i] = ampref_f32_to_f64_bits(ampref_quantize_bits(x[i], P, rnd, sat, subnormals, r));
+    }
+}
+
+// Codes (nearest-even) of float32 values: the fp16/bf16 operands of the matmuls.
+extern "C" __global__ void ampref_encode16_f32(const ampref_u32* x, unsigned short* codes,
+                                               ampref_i64 n, const int* P) {
+    AMPREF_GRID_LOOP(i, n) {
+        int is_nan = 0;
+        codes[i] = (unsigned short)ampref_encode(ampref_f32_to_f64_bits(x[i]), P,
+                                                 AMPREF_RND_NEAREST_EVEN, 0, 1, 0u, &is_nan);
+    }
+}
+
+extern "C" __global__ void ampref_random_bits_kernel(ampref_u32* out, ampref_i64 n, ampref_u32 k1,
+                                                     ampref_u32 k2, ampref_i64 start) {
+    AMPREF_GRID_LOOP(i, n) out[i] = ampref_random_bits(k1, k2, (ampref_u64)(start + i));
+}
+
+// Unscale one gradient in place and raise the step's found flag in the scaler row. The
+// inverse scale comes from the device row, so no value travels to the host per tensor.
+extern "C" __global__ void ampref_unscale_f32_kernel(float* g, ampref_i64 n, ampref_i64* st) {
+    const double scale = ampref_bits_to_double(st[AMPREF_ST_SCALE]);
+    const float inv = scale != 0.0 ? (float)(1.0 / scale) : (float)ampref_inf();
+    int bad = 0;
+    AMPREF_GRID_LOOP(i, n) bad |= ampref_unscale_f32(g + i, inv);
+    if (bad) st[AMPREF_ST_FOUND] = 1;  // every writer stores the same value: no atomic needed
+}
+
+// One loss-scale update for the step (a single thread: the whole state is a few words).
+extern "C" __global__ void ampref_scaler_update_kernel(ampref_i64* st, const double* cfg_d,
+                                                       const ampref_i64* cfg_i) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) ampref_scaler_update_row(st, cfg_d, cfg_i);
+}
