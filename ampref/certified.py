@@ -40,6 +40,7 @@ which is what the exact model gives (inf + -inf = NaN); such elements are taken 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -63,56 +64,61 @@ class Stats:
 STATS = Stats()
 
 
+def _to_host(xp: Any, a: Any) -> Any:
+    """A NumPy copy of a backend array (``cupy.asnumpy``; NumPy arrays pass through)."""
+    return xp.asnumpy(a) if hasattr(xp, "asnumpy") else np.asarray(a)
+
+
 def _gamma(n: int) -> float:
     return 2.0 * (n * _U) / (1.0 - n * _U)
 
 
-def _certify(r: npt.NDArray[np.float64], e: npt.NDArray[np.float64]) -> tuple[Any, Any]:
+def _certify(r: npt.NDArray[np.float64], e: npt.NDArray[np.float64], xp: Any = np) -> tuple[Any, Any]:
     """float32 results and the mask of elements that need the exact fallback."""
     with np.errstate(over="ignore", invalid="ignore"):
-        out = r.astype(np.float32)
-        lo = (r - e).astype(np.float32)
-        hi = (r + e).astype(np.float32)
-    bad = (lo != hi) & np.isfinite(r)
+        out = r.astype(xp.float32)
+        lo = (r - e).astype(xp.float32)
+        hi = (r + e).astype(xp.float32)
+    bad = (lo != hi) & xp.isfinite(r)
     STATS.elements += r.size
     return out, bad
 
 
-def _quantum_log2(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def _quantum_log2(x: npt.NDArray[np.float64], xp: Any = np) -> npt.NDArray[np.float64]:
     """log2 of the lowest set bit's value of each element (+inf for zeros and non-finite)."""
-    m, e = np.frexp(x)
-    mi = (m * 2.0**53).astype(np.int64)
-    low = (mi & -mi).astype(np.float64)  # a power of two (0 for zero)
-    _, le = np.frexp(low)
-    return np.where((low != 0) & np.isfinite(x), (le - 1 + e - 53).astype(np.float64), np.inf)
+    m, e = xp.frexp(x)
+    mi = (m * 2.0**53).astype(xp.int64)
+    low = (mi & -mi).astype(xp.float64)  # a power of two (0 for zero)
+    _, le = xp.frexp(low)
+    return xp.where((low != 0) & xp.isfinite(x), (le - 1 + e - 53).astype(xp.float64), xp.inf)
 
 
-def _exact_by_range(terms: npt.NDArray[np.float64]) -> tuple[Any, Any]:
+def _exact_by_range(terms: npt.NDArray[np.float64], xp: Any = np) -> tuple[Any, Any]:
     """Row sums that float64 computes exactly, and the mask of those rows."""
-    qexp = _quantum_log2(terms).min(axis=1)
-    total = np.sum(np.abs(terms), axis=1)
-    return np.sum(terms, axis=1), _fits(total, qexp)
+    qexp = _quantum_log2(terms, xp).min(axis=1)
+    total = xp.sum(xp.abs(terms), axis=1)
+    return xp.sum(terms, axis=1), _fits(total, qexp, xp)
 
 
-def _fits(total: Any, qexp: Any) -> Any:
+def _fits(total: Any, qexp: Any, xp: Any = np) -> Any:
     """sum |terms| <= 2^52 q (with margin for the rounding of ``total`` itself)."""
     with np.errstate(over="ignore", invalid="ignore"):
-        lim = np.ldexp(1.0, np.clip(np.where(np.isfinite(qexp), qexp, 0), -1074, 1000).astype(np.int64) + 52)
-        return (~np.isfinite(qexp)) | (total * (1 + 2.0**-40) <= lim)
+        lim = xp.ldexp(1.0, xp.clip(xp.where(xp.isfinite(qexp), qexp, 0), -1074, 1000).astype(xp.int64) + 52)
+        return (~xp.isfinite(qexp)) | (total * (1 + 2.0**-40) <= lim)
 
 
-def _resolve(out: Any, bad: Any, terms: npt.NDArray[np.float64]) -> None:
+def _resolve(out: Any, bad: Any, terms: npt.NDArray[np.float64], xp: Any = np) -> None:
     """Fill ``out[bad]`` with fl32 of the exact row sums of ``terms`` (rows = bad elements)."""
-    exact, ok = _exact_by_range(terms)
+    exact, ok = _exact_by_range(terms, xp)
     with np.errstate(over="ignore"):
-        r32 = exact.astype(np.float32)
+        r32 = exact.astype(xp.float32)
     if not ok.all():
-        rest = np.flatnonzero(~ok)
-        r32[rest] = _refine(terms[rest])
+        rest = xp.flatnonzero(~ok)
+        r32[rest] = _refine(terms[rest], xp)
     out[bad] = r32
 
 
-def _refine(terms: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
+def _refine(terms: npt.NDArray[np.float64], xp: Any = np) -> npt.NDArray[np.float32]:
     """Compensated sum of each row, certified, with the integer fallback for the rest.
 
     The rows are reduced pairwise with TwoSum (log2 K vectorised levels): the tree of
@@ -122,46 +128,48 @@ def _refine(terms: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
     ``|res - s| <= u |s| + gamma(K-1)^2 sum |p|`` (Ogita, Rump & Oishi 2005, Prop. 4.5).
     """
     s = terms.copy()
-    c = np.zeros(terms.shape[0])
+    c = xp.zeros(terms.shape[0])
     while s.shape[1] > 1:
         if s.shape[1] % 2:
-            s = np.concatenate([s, np.zeros((s.shape[0], 1))], axis=1)
+            s = xp.concatenate([s, xp.zeros((s.shape[0], 1))], axis=1)
         a, b = s[:, 0::2], s[:, 1::2]
         t = a + b
         z = t - a
-        c += np.sum((a - (t - z)) + (b - z), axis=1)
+        c += xp.sum((a - (t - z)) + (b - z), axis=1)
         s = t
-    res = (s[:, 0] if s.shape[1] else np.zeros(terms.shape[0])) + c
+    res = (s[:, 0] if s.shape[1] else xp.zeros(terms.shape[0])) + c
     n = terms.shape[1]
-    e = (2.0 * _U * np.abs(res) + _gamma(n + 2) ** 2 * np.sum(np.abs(terms), axis=1)) * 2.0
-    r32, still = _certify(res, e)
+    e = (2.0 * _U * xp.abs(res) + _gamma(n + 2) ** 2 * xp.sum(xp.abs(terms), axis=1)) * 2.0
+    r32, still = _certify(res, e, xp)
     STATS.elements -= res.size  # the same elements, counted once
-    for i in np.flatnonzero(still):
-        r32[i] = np.float32(_round_odd_exact(terms[i]))
+    for i in _to_host(xp, xp.flatnonzero(still)):
+        # the integer fallback runs on the host (a handful of elements per thousands)
+        r32[int(i)] = xp.float32(_round_odd_exact(_to_host(xp, terms[int(i)])))
     STATS.fallbacks += int(still.sum())
     return r32
 
 
 def _quantum_bound(x: npt.NDArray[Any], axis: int | tuple[int, ...], precision: int,
-                   keepdims: bool = False) -> Any:
+                   keepdims: bool = False, xp: Any = np) -> Any:
     """A lower bound of log2 of the products' quantum along ``axis``, per row/column:
     every nonzero value of a format with ``precision`` significant bits is a multiple of
     2^(floor(log2 |x|) - precision + 1), and never of less than float32's 2^-149."""
-    if x.dtype == np.float32:
+    if x.dtype == xp.float32:
         # smallest nonzero magnitude on the bit patterns: |x| - 1 wraps zeros to the top
-        u = x.view(np.uint32) & np.uint32(0x7FFFFFFF)
-        m = (u - np.uint32(1)).min(axis=axis, keepdims=keepdims) + np.uint32(1)
-        mn = np.where((m == 0) | (m >= 0x7F800000), np.inf, m.view(np.float32).astype(np.float64))
+        u = x.view(xp.uint32) & xp.uint32(0x7FFFFFFF)
+        m = (u - xp.uint32(1)).min(axis=axis, keepdims=keepdims) + xp.uint32(1)
+        mn = xp.where((m == 0) | (m >= 0x7F800000), xp.inf, m.view(xp.float32).astype(xp.float64))
     else:
-        ax = np.abs(x)
-        mn = np.min(np.where(ax > 0, ax, np.inf), axis=axis, keepdims=keepdims)
+        ax = xp.abs(x)
+        mn = xp.min(xp.where(ax > 0, ax, xp.inf), axis=axis, keepdims=keepdims)
     with np.errstate(invalid="ignore"):
-        _, e = np.frexp(np.where(np.isfinite(mn), mn, 1.0))
-    q = np.maximum(e.astype(np.float64) - precision, -149.0)
-    return np.where(np.isfinite(mn), q, np.inf)
+        _, e = xp.frexp(xp.where(xp.isfinite(mn), mn, 1.0))
+    q = xp.maximum(e.astype(xp.float64) - precision, -149.0)
+    return xp.where(xp.isfinite(mn), q, xp.inf)
 
 
-def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24) -> npt.NDArray[np.float32]:
+def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24,
+               xp: Any = np) -> npt.NDArray[np.float32]:
     """``fl32(exact(a @ b))`` for float32-representable 2-D (or batched) operands.
 
     Batched operands (..., M, K) @ (..., K, N) broadcast like ``numpy.matmul``.
@@ -169,59 +177,59 @@ def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24) ->
     float16, 8 for bfloat16) only sharpens the exact-by-range test; any value at least
     the true precision gives the same, exact, result.
     """
-    a64 = np.asarray(a, dtype=np.float64)
-    b64 = np.asarray(b, dtype=np.float64)
+    a64 = xp.asarray(a, dtype=xp.float64)
+    b64 = xp.asarray(b, dtype=xp.float64)
     K = a64.shape[-1]
     with np.errstate(over="ignore", invalid="ignore"):
-        r = np.matmul(a64, b64)
+        r = xp.matmul(a64, b64)
         # sum_k |a_k b_k| in float64: a float32 GEMM would be cheaper but hits the
         # denormal slow path on small gradients (measured 0.24 vs 0.17 s per fp16 step)
-        S = np.matmul(np.abs(a64), np.abs(b64))
+        S = xp.matmul(xp.abs(a64), xp.abs(b64))
         e = _gamma(K + 2) * S * 2.0
         # exact by range: products are multiples of qa_i * qb_j; if S <= 2^52 q every
         # partial sum is exact in float64, whatever the BLAS order
-        a_, b_ = np.asarray(a), np.asarray(b)
-        qa = _quantum_bound(a_, -1, precision)[..., :, None] if K else np.zeros(a64.shape[:-1] + (1,))
-        qb = _quantum_bound(b_, -2, precision)[..., None, :] if K else np.zeros(b64.shape[:-2] + (1, b64.shape[-1]))
+        a_, b_ = xp.asarray(a), xp.asarray(b)
+        qa = _quantum_bound(a_, -1, precision, xp=xp)[..., :, None] if K else xp.zeros(a64.shape[:-1] + (1,))
+        qb = _quantum_bound(b_, -2, precision, xp=xp)[..., None, :] if K else xp.zeros(b64.shape[:-2] + (1, b64.shape[-1]))
         # S <= 2^(52 + qa + qb) as an outer product of two power-of-two vectors
-        lim = np.ldexp(1.0, np.clip(np.nan_to_num(qa + 52, posinf=1000), -1074, 1000).astype(np.int64)) \
-            * np.ldexp(1.0, np.clip(np.nan_to_num(qb, posinf=1000), -1074, 1000).astype(np.int64))
-        exact = (S * (1 + 2.0**-40) <= lim) | ~np.isfinite(qa + qb)
-        e = np.where(exact, 0.0, e)
-    out, bad = _certify(r, e)
+        lim = xp.ldexp(1.0, xp.clip(xp.nan_to_num(qa + 52, posinf=1000), -1074, 1000).astype(xp.int64)) \
+            * xp.ldexp(1.0, xp.clip(xp.nan_to_num(qb, posinf=1000), -1074, 1000).astype(xp.int64))
+        exact = (S * (1 + 2.0**-40) <= lim) | ~xp.isfinite(qa + qb)
+        e = xp.where(exact, 0.0, e)
+    out, bad = _certify(r, e, xp)
     if bad.any():
-        idx = np.nonzero(bad)
-        ab = np.broadcast_to(a64, r.shape[:-1] + (K,))
-        bt = np.broadcast_to(np.swapaxes(b64, -1, -2), r.shape[:-2] + (r.shape[-1], K))
+        idx = xp.nonzero(bad)
+        ab = xp.broadcast_to(a64, r.shape[:-1] + (K,))
+        bt = xp.broadcast_to(xp.swapaxes(b64, -1, -2), r.shape[:-2] + (r.shape[-1], K))
         rows = ab[idx[:-2] + (idx[-2],)]
         cols = bt[idx[:-2] + (idx[-1],)]
-        _resolve(out, bad, rows * cols)
+        _resolve(out, bad, rows * cols, xp)
     return out
 
 
 def sum_f32(x: npt.NDArray[Any], axis: int | tuple[int, ...] | None = None,
-            keepdims: bool = False) -> npt.NDArray[np.float32]:
+            keepdims: bool = False, xp: Any = np) -> npt.NDArray[np.float32]:
     """``fl32(exact sum)`` of float32-representable values over ``axis``."""
-    x64 = np.asarray(x, dtype=np.float64)
+    x64 = xp.asarray(x, dtype=xp.float64)
     axes = tuple(range(x64.ndim)) if axis is None else (
         (axis,) if isinstance(axis, int) else tuple(axis))
     axes = tuple(ax % x64.ndim for ax in axes) if x64.ndim else ()
-    n = int(np.prod([x64.shape[ax] for ax in axes])) if axes else 1
+    n = math.prod(x64.shape[ax] for ax in axes) if axes else 1
     with np.errstate(over="ignore", invalid="ignore"):
-        r = np.sum(x64, axis=axes, keepdims=True)
-        S = np.sum(np.abs(x64), axis=axes, keepdims=True)
+        r = xp.sum(x64, axis=axes, keepdims=True)
+        S = xp.sum(xp.abs(x64), axis=axes, keepdims=True)
         e = _gamma(n + 2) * S * 2.0
-        q = _quantum_bound(np.asarray(x), axes, 24, keepdims=True) if x64.size else np.zeros_like(r)
-        e = np.where(_fits(S, q), 0.0, e)
-    out, bad = _certify(r, e)
+        q = _quantum_bound(xp.asarray(x), axes, 24, keepdims=True, xp=xp) if x64.size else xp.zeros_like(r)
+        e = xp.where(_fits(S, q, xp), 0.0, e)
+    out, bad = _certify(r, e, xp)
     if bad.any():
         # rows of the reduced elements: move the reduced axes last and flatten them
         tail = tuple(range(x64.ndim - len(axes), x64.ndim))
-        flat = np.moveaxis(x64, axes, tail).reshape(-1, n)
-        out_flat = np.moveaxis(out, axes, tail).reshape(-1).copy()
-        bad_flat = np.moveaxis(bad, axes, tail).reshape(-1)
-        _resolve(out_flat, bad_flat, flat[bad_flat])
-        out = np.moveaxis(out_flat.reshape(np.moveaxis(out, axes, tail).shape), tail, axes)
+        flat = xp.moveaxis(x64, axes, tail).reshape(-1, n)
+        out_flat = xp.moveaxis(out, axes, tail).reshape(-1).copy()
+        bad_flat = xp.moveaxis(bad, axes, tail).reshape(-1)
+        _resolve(out_flat, bad_flat, flat[bad_flat], xp)
+        out = xp.moveaxis(out_flat.reshape(xp.moveaxis(out, axes, tail).shape), tail, axes)
     if not keepdims:
         out = out.reshape([s for i, s in enumerate(out.shape) if i not in axes])
-    return np.asarray(out, dtype=np.float32)
+    return xp.asarray(out, dtype=xp.float32)

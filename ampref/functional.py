@@ -33,11 +33,11 @@ from .formats import Format, get_format
 from .tensor import Node, Tensor, is_grad_enabled, round_to, storage_dtype
 
 __all__ = [
-    "conv2d",
     "add",
     "binary_cross_entropy",
     "broadcast_to",
     "concat",
+    "conv2d",
     "cross_entropy",
     "div",
     "dropout",
@@ -109,10 +109,12 @@ def _dt(fmt: Format) -> Any:
 
 
 def _math(be: Any, fmt: Format, f: Any, *xs: Any) -> Any:
-    """A transcendental in float64, then float32 (or kept in float64 for float64)."""
+    """A transcendental in float64, then float32 (or kept in float64 for float64).
+
+    ``f(xp, *arrays)`` gets the backend's array module, so it runs where the data lives."""
     xp = be.xp
     with np.errstate(all="ignore"):
-        r = f(*(xp.asarray(x, dtype=xp.float64) for x in xs))
+        r = f(xp, *(xp.asarray(x, dtype=xp.float64) for x in xs))
     return r if _wide(fmt) else r.astype(xp.float32)
 
 
@@ -124,6 +126,11 @@ def _sum_to(be: Any, g: Any, shape: tuple[int, ...]) -> Any:
     axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
                                       if s == 1 and g.shape[lead + i] != 1)
     return be.sum(g, axis=axes, keepdims=True).reshape(shape) if axes else g.reshape(shape)
+
+
+def _shape(v: Any) -> tuple[int, ...]:
+    """Shape of an array operand; () for a Python or NumPy scalar."""
+    return tuple(v.shape) if hasattr(v, "shape") else ()
 
 
 def _check_tensor(x: Any, op: str) -> Tensor:
@@ -201,7 +208,7 @@ def add(a: Any, b: Any) -> Tensor:
         out = round_to(be, x + y, fmt)
 
     def bwd(g: Any) -> tuple[Any, ...]:
-        return _grads_for(a, b, _sum_to(be, g, np.shape(x)), _sum_to(be, g, np.shape(y)))
+        return _grads_for(a, b, _sum_to(be, g, _shape(x)), _sum_to(be, g, _shape(y)))
     return _make(be, out, fmt, "add", _parents(a, b), bwd)
 
 
@@ -213,7 +220,7 @@ def sub(a: Any, b: Any) -> Tensor:
         out = round_to(be, x - y, fmt)
 
     def bwd(g: Any) -> tuple[Any, ...]:
-        return _grads_for(a, b, _sum_to(be, g, np.shape(x)), _sum_to(be, -g, np.shape(y)))
+        return _grads_for(a, b, _sum_to(be, g, _shape(x)), _sum_to(be, -g, _shape(y)))
     return _make(be, out, fmt, "sub", _parents(a, b), bwd)
 
 
@@ -226,7 +233,7 @@ def mul(a: Any, b: Any) -> Tensor:
 
     def bwd(g: Any) -> tuple[Any, ...]:
         with np.errstate(all="ignore"):
-            return _grads_for(a, b, _sum_to(be, g * y, np.shape(x)), _sum_to(be, g * x, np.shape(y)))
+            return _grads_for(a, b, _sum_to(be, g * y, _shape(x)), _sum_to(be, g * x, _shape(y)))
     return _make(be, out, fmt, "mul", _parents(a, b), bwd)
 
 
@@ -241,7 +248,7 @@ def div(a: Any, b: Any) -> Tensor:
         with np.errstate(all="ignore"):
             ga = g / y
             gb = -(g * x) / (y * y)
-        return _grads_for(a, b, _sum_to(be, ga, np.shape(x)), _sum_to(be, gb, np.shape(y)))
+        return _grads_for(a, b, _sum_to(be, ga, _shape(x)), _sum_to(be, gb, _shape(y)))
     return _make(be, out, fmt, "div", _parents(a, b), bwd)
 
 
@@ -249,15 +256,15 @@ def pow(a: Any, b: Any) -> Tensor:
     """a ** b. Autocast name ``pow`` (fp32 under torch-cuda). x^p computed in float64."""
     a, b, fmt, be = _binary_inputs("pow", a, b)
     x, y = _val(be, a, fmt), _val(be, b, fmt)
-    out = round_to(be, _math(be, fmt, np.power, x, y), fmt)
+    out = round_to(be, _math(be, fmt, lambda xp, u, v: xp.power(u, v), x, y), fmt)
 
     def bwd(g: Any) -> tuple[Any, ...]:
         with np.errstate(all="ignore"):
-            ga = g * (y * _math(be, fmt, np.power, x, y - 1))
-            gb = g * _math(be, fmt, lambda u, v: np.power(u, v) * np.log(u), x, y) \
+            ga = g * (y * _math(be, fmt, lambda xp, u, v: xp.power(u, v), x, y - 1))
+            gb = g * _math(be, fmt, lambda xp, u, v: xp.power(u, v) * xp.log(u), x, y) \
                 if isinstance(b, Tensor) else None
-        return _grads_for(a, b, _sum_to(be, ga, np.shape(x)),
-                          None if gb is None else _sum_to(be, gb, np.shape(y)))
+        return _grads_for(a, b, _sum_to(be, ga, _shape(x)),
+                          None if gb is None else _sum_to(be, gb, _shape(y)))
     return _make(be, out, fmt, "pow", _parents(a, b), bwd)
 
 
@@ -288,7 +295,7 @@ def _unary(op: str, x: Tensor, f: Any, df: Any, *, exact: bool = False) -> Tenso
     x = _check_tensor(x, op)
     (x,), _, _ = _ac.cast_inputs(op, [x])
     be, fmt = x.backend, x.format
-    out = f(x.data) if exact else round_to(be, _math(be, fmt, f, x.data), fmt)
+    out = f(be.xp, x.data) if exact else round_to(be, _math(be, fmt, f, x.data), fmt)
     xv = x.data
 
     def bwd(g: Any) -> tuple[Any]:
@@ -299,55 +306,65 @@ def _unary(op: str, x: Tensor, f: Any, df: Any, *, exact: bool = False) -> Tenso
 
 def exp(x: Tensor) -> Tensor:
     """e^x; exp(inf) = inf, exp(-inf) = 0, overflow -> inf."""
-    return _unary("exp", x, np.exp, lambda g, x, y: g * y)
+    return _unary("exp", x, lambda xp, v: xp.exp(v), lambda g, x, y: g * y)
 
 
 def log(x: Tensor) -> Tensor:
     """ln x; log(0) = -inf, log(<0) = NaN."""
-    return _unary("log", x, np.log, lambda g, x, y: g / x)
+    return _unary("log", x, lambda xp, v: xp.log(v), lambda g, x, y: g / x)
 
 
 def tanh(x: Tensor) -> Tensor:
-    return _unary("tanh", x, np.tanh, lambda g, x, y: g * (1 - y * y))
+    return _unary("tanh", x, lambda xp, v: xp.tanh(v), lambda g, x, y: g * (1 - y * y))
 
 
 def sigmoid(x: Tensor) -> Tensor:
     """1 / (1 + e^-x), evaluated in float64 as 0.5 * (1 + tanh(x / 2)) (no overflow)."""
-    return _unary("sigmoid", x, lambda v: 0.5 * (1.0 + np.tanh(0.5 * v)),
+    return _unary("sigmoid", x, lambda xp, v: 0.5 * (1.0 + xp.tanh(0.5 * v)),
                   lambda g, x, y: g * (y * (1 - y)))
 
 
 def relu(x: Tensor) -> Tensor:
     """max(x, 0) (exact); relu(NaN) = NaN; derivative 0 at x <= 0."""
-    return _unary("relu", x, lambda v: np.maximum(v, v.dtype.type(0)), lambda g, x, y: g * (x > 0),
+    return _unary("relu", x, lambda xp, v: xp.maximum(v, v.dtype.type(0)), lambda g, x, y: g * (x > 0),
                   exact=True)
 
 
-def _erf(v: Any) -> Any:
+def _erf(xp: Any, v: Any) -> Any:
+    """erf where the data lives: SciPy for NumPy arrays, cupyx.scipy for CuPy ones, and
+    a host round trip for any other array module."""
+    if xp is np:
+        from scipy.special import erf
+
+        return erf(v)
+    if getattr(xp, "__name__", "") == "cupy":
+        from cupyx.scipy.special import erf as cupy_erf
+
+        return cupy_erf(v)
     from scipy.special import erf
 
-    return erf(v)
+    return xp.asarray(erf(xp.asnumpy(v)))
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """x * Phi(x) (``approximate="none"``, erf form) or the tanh approximation."""
     if approximate == "none":
-        def f(v: Any) -> Any:
-            return 0.5 * v * (1.0 + _erf(v / math.sqrt(2.0)))
+        def f(xp: Any, v: Any) -> Any:
+            return 0.5 * v * (1.0 + _erf(xp, v / math.sqrt(2.0)))
 
         def df(g: Any, xv: Any, y: Any) -> Any:
-            d = _math(x.backend, x.format, lambda v: 0.5 * (1.0 + _erf(v / math.sqrt(2.0)))
-                      + v * np.exp(-0.5 * v * v) / math.sqrt(2.0 * math.pi), xv)
+            d = _math(x.backend, x.format, lambda xp, v: 0.5 * (1.0 + _erf(xp, v / math.sqrt(2.0)))
+                      + v * xp.exp(-0.5 * v * v) / math.sqrt(2.0 * math.pi), xv)
             return g * d
     elif approximate == "tanh":
         c = math.sqrt(2.0 / math.pi)
 
-        def f(v: Any) -> Any:
-            return 0.5 * v * (1.0 + np.tanh(c * (v + 0.044715 * v**3)))
+        def f(xp: Any, v: Any) -> Any:
+            return 0.5 * v * (1.0 + xp.tanh(c * (v + 0.044715 * v**3)))
 
         def df(g: Any, xv: Any, y: Any) -> Any:
-            def d(v: Any) -> Any:
-                t = np.tanh(c * (v + 0.044715 * v**3))
+            def d(xp: Any, v: Any) -> Any:
+                t = xp.tanh(c * (v + 0.044715 * v**3))
                 return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * c * (1 + 3 * 0.044715 * v * v)
             return g * _math(x.backend, x.format, d, xv)
     else:
@@ -500,11 +517,11 @@ def _axes(x: Tensor, axis: Any) -> tuple[int, ...]:
     return tuple(int(ax) % max(x.ndim, 1) for ax in axs)
 
 
-def _expand(g: Any, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> Any:
+def _expand(xp: Any, g: Any, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> Any:
     if not keepdims:
         for ax in sorted(axes):
-            g = np.expand_dims(g, ax)
-    return np.broadcast_to(g, shape)
+            g = xp.expand_dims(g, ax)
+    return xp.broadcast_to(g, shape)
 
 
 def sum(x: Tensor, axis: Any = None, keepdims: bool = False, dtype: str | Format | None = None) -> Tensor:
@@ -520,7 +537,7 @@ def sum(x: Tensor, axis: Any = None, keepdims: bool = False, dtype: str | Format
     out = round_to(be, be.sum(x.data.astype(_dt(fmt)) if _wide(fmt) else x.data, axes, keepdims), fmt)
 
     def bwd(g: Any) -> tuple[Any]:
-        return (_expand(g, x.shape, axes, keepdims),)
+        return (_expand(be.xp, g, x.shape, axes, keepdims),)
     return _make(be, out, fmt, "sum", [x], bwd)
 
 
@@ -528,13 +545,13 @@ def mean(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
     """Mean: fl_out(fl32(fl32(exact sum) / n)). Not an autocast-listed op."""
     x = _check_tensor(x, "mean")
     be, axes = x.backend, _axes(x, axis)
-    n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    n = math.prod(x.shape[a] for a in axes) if axes else 1
     s = be.sum(x.data, axes, keepdims)
     with np.errstate(all="ignore"):
         out = round_to(be, s / _dt(x.format)(n), x.format)
 
     def bwd(g: Any) -> tuple[Any]:
-        return (_expand(g / _dt(x.format)(n), x.shape, axes, keepdims),)
+        return (_expand(be.xp, g / _dt(x.format)(n), x.shape, axes, keepdims),)
     return _make(be, out, x.format, "mean", [x], bwd)
 
 
@@ -615,7 +632,7 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     fmt = _promote([t.format for t in ts])
     ts = [to_format(t, fmt) for t in ts]
     out = be.xp.concatenate([t.data for t in ts], axis=axis)
-    cuts = np.cumsum([t.shape[axis] for t in ts])[:-1]
+    cuts = [int(c) for c in np.cumsum([t.shape[axis] for t in ts])[:-1]]
 
     def bwd(g: Any) -> tuple[Any, ...]:
         return tuple(be.xp.split(g, cuts, axis=axis))
@@ -658,7 +675,7 @@ def _shifted_exp(op: str, x: Tensor, axis: int, dtype: str | Format | None) -> t
     be = x.backend
     cf = F64 if _wide(fmt) or _wide(x.format) else F32
     m = be.xp.max(x.data, axis=axis, keepdims=True)
-    e = _math(be, cf, lambda v, mm: np.exp(v - mm), x.data, m)
+    e = _math(be, cf, lambda xp, v, mm: xp.exp(v - mm), x.data, m)
     return x, fmt, cf, m, e, be.sum(e, axis, True)
 
 
@@ -668,7 +685,7 @@ def softmax(x: Tensor, axis: int = -1, dtype: str | Format | None = None) -> Ten
     A row of all -inf gives NaN; +inf in a row gives NaN. Autocast name ``softmax``
     (fp32_set_opt_dtype under torch-cuda: float32 output; unlisted on CPU).
     """
-    x, fmt, cf, m, e, s = _shifted_exp("softmax", x, axis, dtype)
+    x, fmt, cf, _m, e, s = _shifted_exp("softmax", x, axis, dtype)
     be = x.backend
     with np.errstate(all="ignore"):
         out = round_to(be, e / s, fmt)
@@ -686,12 +703,12 @@ def log_softmax(x: Tensor, axis: int = -1, dtype: str | Format | None = None) ->
 
     Autocast name ``log_softmax`` (fp32_set_opt_dtype under torch-cuda).
     """
-    x, fmt, cf, m, e, s = _shifted_exp("log_softmax", x, axis, dtype)
+    x, fmt, cf, m, _e, s = _shifted_exp("log_softmax", x, axis, dtype)
     be = x.backend
-    out = round_to(be, _math(be, cf, lambda v, mm, ss: (v - mm) - np.log(ss), x.data, m, s), fmt)
+    out = round_to(be, _math(be, cf, lambda xp, v, mm, ss: (v - mm) - xp.log(ss), x.data, m, s), fmt)
 
     def bwd(g: Any) -> tuple[Any]:
-        p = _math(be, cf, np.exp, out)
+        p = _math(be, cf, lambda xp, v: xp.exp(v), out)
         with np.errstate(all="ignore"):
             return (g - p * be.sum(g.astype(_dt(cf)), axis, True),)
     return _make(be, out, fmt, "log_softmax", [x], bwd)
@@ -717,7 +734,7 @@ def _norm_affine(be: Any, xhat: Any, weight: Tensor | None, bias: Tensor | None)
 def _rstd(be: Any, fmt: Format, var: Any, eps: float) -> Any:
     """fl32(1 / sqrt(fl32(var + eps))), the square root and division in float64."""
     cf = F64 if _wide(fmt) else F32
-    return _math(be, cf, lambda v: 1.0 / np.sqrt(v), var + _dt(cf)(eps))
+    return _math(be, cf, lambda xp, v: 1.0 / xp.sqrt(v), var + _dt(cf)(eps))
 
 
 def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
@@ -732,7 +749,7 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     x = _check_tensor(x, "layer_norm")
     _check_affine("layer_norm", x, weight, bias)
     ins = [x] + [t for t in (weight, bias) if t is not None]
-    ins, _, listed = _ac.cast_inputs("layer_norm", ins)
+    ins, _, _listed = _ac.cast_inputs("layer_norm", ins)
     x = ins[0]
     rest = iter(ins[1:])
     weight = next(rest) if weight is not None else None
@@ -833,7 +850,7 @@ def cross_entropy(logits: Tensor, target: Any) -> Tensor:
     t = target.data if isinstance(target, Tensor) else target
     with _ac.suspended() if listed else nullcontext():
         flat = reshape(logits, (-1, logits.shape[-1]))
-        return nll_loss(log_softmax(flat, -1), np.asarray(t).reshape(-1))
+        return nll_loss(log_softmax(flat, -1), flat.backend.xp.asarray(t).reshape(-1))
 
 
 def mse_loss(a: Tensor, b: Any) -> Tensor:

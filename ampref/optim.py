@@ -84,7 +84,14 @@ class Optimizer:
         return True
 
     def unscale_(self, scaler: LossScaler) -> bool:
-        """Unscale every gradient in place (torch's unscale_); returns found_inf."""
+        """Unscale every gradient in place (torch's unscale_); returns found_inf (on a
+        device backend the flag stays on the device and False is returned)."""
+        be = self.params[0].backend
+        if hasattr(be, "scaler_row"):
+            # device gradients: unscaled in place, the inf flag stays on the device until
+            # scaler.update() reads the step's decision (BKD-SCL-001)
+            scaler.unscale_on_device([p.grad for p in self.params], be)
+            return False
         grads, found = scaler.unscale([p.grad for p in self.params])
         for p, g in zip(self.params, grads):
             p.grad = g
@@ -96,8 +103,11 @@ class Optimizer:
     def state_dict(self) -> dict[str, Any]:
         """Steps, per-parameter buffers and master copies (NumPy arrays)."""
         return {"steps": self.steps, "lr": self.lr,
-                "state": [{k: np.array(v) for k, v in s.items()} for s in self.state],
-                "master": [None if m is None else np.array(m) for m in self.master]}
+                "state": [{k: np.array(self._host(v)) for k, v in s.items()} for s in self.state],
+                "master": [None if m is None else np.array(self._host(m)) for m in self.master]}
+
+    def _host(self, v: Any) -> Any:
+        return v if isinstance(v, (int, float, np.ndarray, np.generic)) else self.params[0].backend.to_numpy(v)
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output.
@@ -113,15 +123,18 @@ class Optimizer:
                 if np.shape(v) not in ((), p.shape):
                     raise ValueError(f"optimizer buffer {k!r} has shape {np.shape(v)}, parameter {p.shape}")
         self.steps, self.lr = int(sd["steps"]), float(sd["lr"])
-        self.state = [{k: np.array(v) for k, v in s.items()} for s in sd["state"]]
-        self.master = [None if m is None else np.array(m, dtype=np.float32) for m in sd["master"]]
+        be = self.params[0].backend
+        self.state = [{k: np.array(v) if np.ndim(v) == 0 else be.asarray(np.array(v))
+                       for k, v in s.items()} for s in sd["state"]]
+        self.master = [None if m is None else be.asarray(np.array(m, dtype=np.float32))
+                       for m in sd["master"]]
 
 
 def _store(p: Tensor, new: Any) -> Any:
     """Write updated values into the parameter's format (nearest-even)."""
     if p.format.name in ("float32", "float64"):
         return new.astype(p.data.dtype)
-    return np.asarray(p.backend.quantize(new.astype(np.float32), p.format), dtype=np.float32)
+    return p.backend.asarray(p.backend.quantize(new.astype(np.float32), p.format), dtype=np.float32)
 
 
 class SGD(Optimizer):
@@ -182,13 +195,14 @@ class Adam(Optimizer):
             w = w * t(1 - self.lr * self.weight_decay)
         elif self.weight_decay:
             g = g + t(self.weight_decay) * w
-        m = st.get("exp_avg", np.zeros_like(w))
-        v = st.get("exp_avg_sq", np.zeros_like(w))
+        xp = self.params[i].backend.xp
+        m = st.get("exp_avg", xp.zeros_like(w))
+        v = st.get("exp_avg_sq", xp.zeros_like(w))
         m = t(b1) * m + t(1 - b1) * g
         v = t(b2) * v + t(1 - b2) * (g * g)
         st["exp_avg"], st["exp_avg_sq"] = m, v
         step_size = t(self.lr / (1 - b1**step))
-        denom = np.sqrt(v) / t(math.sqrt(1 - b2**step)) + t(self.eps)
+        denom = xp.sqrt(v) / t(math.sqrt(1 - b2**step)) + t(self.eps)
         return w - step_size * (m / denom)
 
 

@@ -40,8 +40,16 @@ from .scaling import PROFILES, LossScaler, StaticLossScaler
 from .srhash import random_bits, random_bits_scalar
 from .tensor import Tensor, observe_gradients
 
-__all__ = ["MODES", "TrainConfig", "CharTransformer", "train", "compare", "load_corpus",
-           "TrainError", "DEFAULT_COMPARE"]
+__all__ = [
+    "DEFAULT_COMPARE",
+    "MODES",
+    "CharTransformer",
+    "TrainConfig",
+    "TrainError",
+    "compare",
+    "load_corpus",
+    "train",
+]
 
 FORMAT_VERSION = 2
 
@@ -218,14 +226,13 @@ class StepStats:
 
     def __call__(self, t: Tensor, raw: Any, rounded: Any) -> None:
         name = t.name or "other intermediates"
-        raw = np.asarray(raw)
-        rounded = np.asarray(rounded)
+        xp = t.backend.xp  # counted where the gradients live; only the counts travel
         c = self.layers.setdefault(name, [0, 0, 0])
         c[0] += raw.size
-        c[1] += int(np.count_nonzero((raw != 0) & np.isfinite(raw) & (rounded == 0)))
-        c[2] += int(np.count_nonzero(np.isfinite(raw) & ~np.isfinite(rounded)))
+        c[1] += int(xp.count_nonzero((raw != 0) & xp.isfinite(raw) & (rounded == 0)))
+        c[2] += int(xp.count_nonzero(xp.isfinite(raw) & ~xp.isfinite(rounded)))
         if self.keep_raw:
-            self.raw_grads.setdefault(name, []).append(raw.reshape(-1))
+            self.raw_grads.setdefault(name, []).append(t.backend.to_numpy(raw).reshape(-1))
 
 
 # -- one run ----------------------------------------------------------------------------------
@@ -335,8 +342,9 @@ class Run:
         else:
             applied = self.opt.step()
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        nz = sum(int(np.count_nonzero(g)) for g in grads)
-        tiny = sum(int(np.count_nonzero((g != 0) & (np.abs(g) * scale_used < 2.0**-25))) for g in grads)
+        xp = self.model.parameters()[0].backend.xp
+        nz = sum(int(xp.count_nonzero(g)) for g in grads)
+        tiny = sum(int(xp.count_nonzero((g != 0) & (xp.abs(g) * scale_used < 2.0**-25))) for g in grads)
         rec.update(loss=loss.item(), applied=bool(applied), injected=injected, removed=False,
                    scale_after=self.scale, seconds=time.perf_counter() - t0,
                    low_elements=sum(c[0] for c in stats.layers.values()),
@@ -357,8 +365,8 @@ class Run:
         if stats.raw_grads:  # scaled gradients as they were before rounding to the low format
             h["gradients"] = {k: _log2_hist(np.concatenate(v)) for k, v in stats.raw_grads.items()}
         else:  # float32 mode: the master gradients (times the scale, which is 1)
-            h["gradients"] = {n: _log2_hist(p.grad * scale) for n, p in self.model.named_parameters()
-                              if p.grad is not None}
+            h["gradients"] = {n: _log2_hist(p.backend.to_numpy(p.grad) * scale)
+                              for n, p in self.model.named_parameters() if p.grad is not None}
         self.state.hists[str(s)] = h
         self._acts = {}
 
@@ -428,7 +436,7 @@ class Run:
             raise TrainError(f"checkpoint {str(path)!r} belongs to a different run: "
                              + ", ".join(f"{k}={meta['config'].get(k)!r} (now {mine.get(k)!r})" for k in diff))
         for name, p in self.model.named_parameters():
-            p.data = np.asarray(arrays[f"param/{name}"], dtype=p.data.dtype)
+            p.data = p.backend.asarray(np.asarray(arrays[f"param/{name}"], dtype=p.data.dtype))
         n = len(self.opt.params)
         state: list[dict[str, Any]] = [{} for _ in range(n)]
         master: list[Any] = [None] * n
@@ -561,7 +569,7 @@ def train(cfg: TrainConfig, out: str | Path, *, resume: bool = False, progress: 
 
 def _master_value(run: Run, i: int, p: Tensor) -> np.ndarray:
     m = run.opt.master[i]
-    return np.asarray(m if m is not None else p.numpy(), dtype=np.float32)
+    return np.asarray(p.backend.to_numpy(m) if m is not None else p.numpy(), dtype=np.float32)
 
 
 def _progress(cfg: TrainConfig, start: int, enabled: bool) -> Any:
