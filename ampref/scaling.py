@@ -322,6 +322,7 @@ class LossScaler:
         self.warn_overflow_run = warn_overflow_run
         self.warn_scale_below = warn_scale_below
         self._found: dict[str, bool] = {}
+        self._device: tuple[Any, Any] | None = None  # (backend, state row) of this step
         self._overflow_run = 0
         self._warned: set[str] = set()
 
@@ -419,6 +420,38 @@ class LossScaler:
         self._found[optimizer] = found
         return result, found
 
+    def unscale_on_device(self, grads: list[Any], backend: Any, *,
+                          optimizer: str = "default") -> None:
+        """Unscale device gradients in place without a host sync (BKD-SCL-001).
+
+        ``backend`` is a device backend (``backends.get("cupy")``): one kernel per
+        tensor unscales it (float32(1 / float64(scale)), as :meth:`unscale`) and raises
+        the step's found flag in a device copy of the state; :meth:`update` then runs
+        the transition on the device and reads the result once.
+
+        Raises:
+            RuntimeError: this optimizer was already unscaled since the last update.
+        """
+        if optimizer in self._found:
+            raise RuntimeError(f"unscale() has already been called for optimizer {optimizer!r} "
+                               "since the last update()")
+        if self._device is None:
+            self._device = (backend, backend.scaler_row(self.state))
+        elif self._device[0] is not backend:
+            raise RuntimeError("gradients of two device backends in one scaler step")
+        backend.unscale_(list(grads), self._device[1])
+        self._found[optimizer] = False  # the device row holds the real flag
+
+    def _device_decision(self, host_found: bool) -> tuple[ScalerState, bool, str] | None:
+        """Run the pending device update (if any): (state, found_inf, action)."""
+        if self._device is None:
+            return None
+        backend, row = self._device
+        self._device = None
+        if host_found:
+            backend.set_found(row)  # a check recorded on the host joins the device flag
+        return backend.scaler_update(row, self.config)
+
     def record_inf(self, found_inf: bool, *, optimizer: str = "default") -> None:
         """Record an inf check done elsewhere (e.g. on a device) for ``optimizer``."""
         if optimizer in self._found:
@@ -446,6 +479,10 @@ class LossScaler:
                                    "unscale(grads) or pass update(found_inf=...)")
             found_inf = any(self._found.values())
         self._found = {}
+        device = self._device_decision(bool(found_inf))
+        if device is not None:
+            self._apply_device(*device)
+            return not device[1]
         try:
             self.state, ev = transition(self.config, self.state, bool(found_inf))
         except ScaleFloorError:
@@ -457,6 +494,21 @@ class LossScaler:
         self.events.append(ev)
         self._watch(ev)
         return ev.applied
+
+    def _apply_device(self, st: ScalerState, found: bool, action: str) -> None:
+        """Mirror a device transition on the host: state, audit event, warnings."""
+        if action == "raise":
+            self.events.append(ScaleEvent(step=self.state.step + 1, found_inf=True,
+                                          scale_before=self.state.scale, scale_after=self.state.scale,
+                                          growth_tracker=0, hysteresis_tracker=self.state.hysteresis_tracker,
+                                          action="raise"))
+            raise ScaleFloorError(
+                f"loss scale already at its minimum {self.config.min_scale} and step "
+                f"{self.state.step + 1} overflowed again: cannot decrease the scale")
+        ev = _event(self.state, st, found, action)
+        self.state = st
+        self.events.append(ev)
+        self._watch(ev)
 
     def _watch(self, ev: ScaleEvent) -> None:
         self._overflow_run = self._overflow_run + 1 if ev.found_inf else 0
@@ -560,6 +612,10 @@ class StaticLossScaler(LossScaler):
                 raise RuntimeError("No inf checks were recorded prior to update()")
             found_inf = any(self._found.values())
         self._found = {}
+        if self._device is not None:  # a fixed scale needs only the device flag
+            backend, row = self._device
+            self._device = None
+            found_inf = bool(found_inf) or backend.read_found(row)
         st = replace(self.state, step=self.state.step + 1)
         ev = _event(self.state, st, bool(found_inf), "skip" if found_inf else "hold")
         self.state = st

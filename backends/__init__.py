@@ -12,9 +12,10 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-__all__ = ["Backend", "available", "backend_of", "get", "names"]
+__all__ = ["Backend", "available", "backend_of", "get", "names", "register"]
 
 _MODULES = {"numpy": "backends.numpy_backend", "cupy": "backends.cupy_backend"}
+_REGISTERED: dict[str, Any] = {}
 
 
 class Backend(Protocol):
@@ -45,7 +46,19 @@ class Backend(Protocol):
 
 
 def names() -> list[str]:
-    return list(_MODULES)
+    return list(_MODULES) + [n for n in _REGISTERED if n not in _MODULES]
+
+
+def register(name: str, backend: Any) -> None:
+    """Make ``backend`` (an object with the :class:`Backend` methods) available as
+    ``get(name)``, e.g. the CuPy backend's kernels run on the host for testing.
+
+    Raises:
+        ValueError: ``name`` is a built-in backend's name.
+    """
+    if name in _MODULES:
+        raise ValueError(f"{name!r} is a built-in backend; register under another name")
+    _REGISTERED[name] = backend
 
 
 def get(name: str) -> Backend:
@@ -54,8 +67,10 @@ def get(name: str) -> Backend:
     Raises:
         ValueError: unknown name (choices listed) or backend unavailable here.
     """
+    if name in _REGISTERED:
+        return _REGISTERED[name]  # type: ignore[no-any-return]
     if name not in _MODULES:
-        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(_MODULES)}")
+        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(names())}")
     try:
         module = importlib.import_module(_MODULES[name])
     except ImportError as e:

@@ -1,0 +1,14 @@
+"""``backends.get("cupy")``: :class:`backends.device.DeviceBackend` on CuPy and CUDA.
+
+Importing this module needs CuPy (``backends.get`` turns the ImportError into a
+ValueError that names the cause); whether a device is present is checked by
+``backends.available("cupy")``. Everything else lives in :mod:`backends.device`.
+"""
+
+from __future__ import annotations
+
+import cupy
+
+from .device import CudaKernels, DeviceBackend
+
+BACKEND = DeviceBackend(cupy, CudaKernels(), "cupy")

@@ -1,0 +1,346 @@
+"""The device backend: the engine on an NVIDIA GPU through CuPy (``specs/backends.md``).
+
+Numerics (what agrees with the NumPy reference, and how):
+
+* ``quantize``: the CUDA kernels of ``backends/cuda`` (integer recipes on bit patterns,
+  stochastic bits from the same counter-based hash): bitwise equal to
+  :func:`ampref.quantize` for every format, rounding mode, ``saturate`` and
+  ``subnormals`` setting (BKD-QNT-001).
+* bfloat16 (and float16) operands: CuPy has no bfloat16 dtype, so low-precision values
+  live, as in the reference, in float32 arrays holding format values; the matmuls get
+  them as uint16 *codes* produced by the encode kernel and reinterpret them as
+  ``__nv_bfloat16``/``__half`` (kernels) or ``CUDA_R_16BF``/``CUDA_R_16F`` (cuBLAS)
+  (BKD-BF16-001).
+* ``matmul(accumulation="exact")`` and ``sum``: the exactly rounded algorithm of
+  :mod:`ampref.certified` run with CuPy arrays (float64 cuBLAS GEMMs plus the
+  certification passes), so results equal the reference bit for bit whatever cuBLAS's
+  summation order (BKD-MM-001, BKD-RED-001).
+* ``matmul(accumulation="cublas")``: fp16/bf16 codes through ``cublasGemmEx`` with
+  ``CUBLAS_COMPUTE_32F`` on Tensor Cores (not CuPy's batched matmul, which runs fp16 in
+  float32). Not bit-exact: within the bound of BKD-MM-002.
+* ``matmul(accumulation="tensorcore:h100"|"tensorcore:h200")`` with fp16/bf16 inputs:
+  the WMMA chain kernel (``mma_chain.cu``) with a fixed ascending k order, which the
+  block-FMA model predicts bit for bit (BKD-MM-003). Other accumulation models are
+  computed by the reference on the host (one copy each way).
+* Loss scaling: gradients are unscaled and checked by one kernel per tensor that raises
+  a flag in the scaler's device row; one kernel applies the transition of
+  :func:`ampref.scaling.transition`, and one read of that row per step is the step's
+  decision (BKD-SCL-001..002).
+
+:class:`DeviceBackend` takes its array module and kernel set as arguments: with CuPy and
+:class:`CudaKernels` it is the GPU backend; the test-suite runs the same class with
+NumPy and the host build of the same kernels (:class:`backends.kernelsrc.HostKernels`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ampref import accumulation as _acc
+from ampref import certified as _cert
+from ampref.formats import Format, get_format
+from ampref.rounding import get_rounding
+from ampref.scaling import ScalerConfig, ScalerState
+from ampref.srhash import _keys, check_seed
+
+from .kernelsrc import (
+    ST_FOUND,
+    device_source,
+    format_params,
+    mma_source,
+    rounding_index,
+    scaler_arrays,
+    state_from_row,
+    state_row,
+    stochastic_keys,
+)
+
+__all__ = ["MMA_GPUS", "CudaKernels", "DeviceBackend"]
+
+#: tensor-core models the chain kernel reproduces (the Hopper parts this backend targets)
+MMA_GPUS = ("h100", "h200")
+_MMA_FORMATS = ("float16", "bfloat16")
+_TILE = 16
+
+
+class DeviceBackend:
+    """The backend seam on a device array module (``xp``) and a kernel set."""
+
+    def __init__(self, xp: Any, kernels: Any, name: str = "cupy") -> None:
+        self.xp = xp
+        self.kernels = kernels
+        self.name = name
+        self._params: dict[str, np.ndarray] = {}
+
+    # -- arrays ------------------------------------------------------------------------
+    def asarray(self, x: Any, dtype: Any = None) -> Any:
+        return self.xp.asarray(x, dtype=dtype)
+
+    def to_numpy(self, x: Any) -> Any:
+        return self.xp.asnumpy(x) if hasattr(self.xp, "asnumpy") else np.asarray(x)
+
+    def device_ok(self) -> bool:
+        check = getattr(self.kernels, "device_ok", None)
+        return bool(check()) if callable(check) else True
+
+    def _fmt_params(self, f: Format) -> np.ndarray:
+        if f.name not in self._params:
+            self._params[f.name] = format_params(f)
+        return self._params[f.name]
+
+    # -- quantize ------------------------------------------------------------------------
+    def quantize(self, x: Any, fmt: Any, rounding: str = "nearest_even", *,
+                 saturate: bool = False, subnormals: bool = True,
+                 seed: int | None = None) -> Any:
+        """:func:`ampref.quantize` on the device: same arguments, same bits (BKD-QNT-001).
+
+        Raises:
+            TypeError: ``x`` is not a float16/float32/float64 array.
+            ValueError: unknown format or mode; stochastic rounding without a seed.
+        """
+        f = get_format(fmt)
+        rnd = get_rounding(rounding)
+        arr = self.xp.asarray(x)
+        if arr.dtype == self.xp.float16:
+            arr = arr.astype(self.xp.float32)  # exact widening
+        if arr.dtype not in (self.xp.float32, self.xp.float64):
+            raise TypeError(f"quantize expects a float16/float32/float64 array on the "
+                            f"{self.name} backend, got dtype {arr.dtype}")
+        k1, k2 = stochastic_keys(rnd, seed)
+        if not f.kernel:
+            return arr.copy()  # float64 holds every float32/float64 value exactly
+        src = self.xp.ascontiguousarray(arr)
+        out = self.kernels.quantize(src.reshape(-1), self._fmt_params(f), rounding_index(rnd),
+                                    bool(saturate), bool(subnormals), k1, k2)
+        return out.reshape(arr.shape)
+
+    def random_bits(self, seed: int, start: int, count: int) -> Any:
+        """srhash words for flat indices start..start+count-1 (BKD-QNT-002)."""
+        k1, k2 = _keys(check_seed(seed))
+        return self.kernels.random_bits(k1, k2, int(start), int(count))
+
+    def encode16(self, x: Any, fmt: str | Format) -> Any:
+        """uint16 codes of float32 values of a 16-bit format (nearest-even)."""
+        f = get_format(fmt)
+        if f.bits != 16:
+            raise ValueError(f"encode16 needs a 16-bit format (float16, bfloat16), got {f.name}")
+        src = self.xp.ascontiguousarray(self.xp.asarray(x, dtype=self.xp.float32))
+        return self.kernels.encode16(src.reshape(-1), self._fmt_params(f)).reshape(src.shape)
+
+    # -- matmul ----------------------------------------------------------------------------
+    def matmul(self, a: Any, b: Any, accumulation: str = "exact", input_format: Any = None) -> Any:
+        """float32 (..., M, K) @ (..., K, N) under an accumulation model (module docstring).
+
+        Raises:
+            ValueError: unknown model; ``cublas`` or a tensor-core kernel with inputs it
+                does not take.
+        """
+        xp = self.xp
+        if a.dtype == xp.float64 or b.dtype == xp.float64:
+            return xp.matmul(xp.asarray(a, xp.float64), xp.asarray(b, xp.float64))
+        fin = get_format(input_format) if input_format is not None else get_format("float32")
+        if accumulation == "exact":
+            return _cert.matmul_f32(a, b, fin.precision_bits, xp=xp)
+        if accumulation == "cublas":
+            return self._batched(a, b, lambda A, B: self._gemm_ex(A, B, fin))
+        kind, gpu = _acc.parse_model(accumulation)
+        if (kind == "tensorcore" and gpu in MMA_GPUS and fin.name in _MMA_FORMATS
+                and hasattr(self.kernels, "mma_chain")):
+            return self._batched(a, b, lambda A, B: self._mma(A, B, fin))
+        # every other model: the reference on the host (one copy each way)
+        from .numpy_backend import BACKEND as REF
+
+        host = REF.matmul(self.to_numpy(a), self.to_numpy(b), accumulation, input_format)
+        return xp.asarray(host)
+
+    def _batched(self, a: Any, b: Any, two_d: Any) -> Any:
+        xp = self.xp
+        lead = tuple(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+        A = xp.broadcast_to(a, lead + tuple(a.shape[-2:]))
+        B = xp.broadcast_to(b, lead + tuple(b.shape[-2:]))
+        out = xp.empty(lead + (a.shape[-2], b.shape[-1]), dtype=xp.float32)
+        for ix in np.ndindex(*lead):
+            out[ix] = two_d(A[ix], B[ix])
+        return out
+
+    def _padded_codes(self, x: Any, rows: int, cols: int, fmt: Format) -> Any:
+        xp = self.xp
+        codes = xp.zeros((rows, cols), dtype=xp.uint16)  # code 0 is +0 in fp16 and bf16
+        codes[:x.shape[0], :x.shape[1]] = self.encode16(x, fmt)
+        return codes
+
+    def _mma(self, a: Any, b: Any, fmt: Format) -> Any:
+        """The tensor-core chain kernel on zero-padded codes (BKD-MM-003)."""
+        M, K = a.shape
+        N = b.shape[1]
+        up = lambda n: max(_TILE, -(-n // _TILE) * _TILE)
+        A = self._padded_codes(a, up(M), up(K), fmt)
+        B = self._padded_codes(b, up(K), up(N), fmt)
+        C = self.kernels.mma_chain(A, B, fmt.name)
+        return C[:M, :N]
+
+    def _gemm_ex(self, a: Any, b: Any, fmt: Format) -> Any:
+        if fmt.name not in _MMA_FORMATS:
+            raise ValueError(f"accumulation='cublas' takes float16 or bfloat16 inputs, got "
+                             f"{fmt.name}")
+        gemm = getattr(self.kernels, "gemm_ex", None)
+        if gemm is None:
+            raise ValueError(f"accumulation='cublas' needs cuBLAS: the {self.kernels.name!r} "
+                             "kernel set has none")
+        return gemm(self.encode16(a, fmt), self.encode16(b, fmt), fmt.name)
+
+    # -- reductions ---------------------------------------------------------------------------
+    def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        """Exactly rounded sums (order-free, BKD-RED-001); float64 sums in float64."""
+        if x.dtype == self.xp.float64:
+            return self.xp.sum(x, axis=axis, keepdims=keepdims)
+        return _cert.sum_f32(x, axis, keepdims, xp=self.xp)
+
+    # -- loss scaling ------------------------------------------------------------------------
+    def scaler_row(self, state: ScalerState) -> Any:
+        """A device copy of the scaler state (found flag cleared) for one step."""
+        return self.xp.asarray(state_row(state))
+
+    def unscale_(self, grads: list[Any], row: Any) -> None:
+        """Unscale every gradient in place; non-finite values raise the row's flag.
+
+        No value comes back to the host (BKD-SCL-001)."""
+        xp = self.xp
+        for g in grads:
+            if g is None:
+                continue
+            if g.dtype == xp.float32 and g.flags.c_contiguous:
+                self.kernels.unscale_(g.reshape(-1), row)
+            else:  # float64 gradients: torch's rule in float64, flag set without a sync
+                # inv = float32(1 / float64(scale)), as the float32 kernel (and torch)
+                inv = (1.0 / row[:1].view(xp.float64)).astype(xp.float32).astype(g.dtype)
+                bad = xp.logical_not(xp.isfinite(g)).any()
+                g *= inv
+                row[ST_FOUND:ST_FOUND + 1] |= bad.astype(xp.int64)
+
+    def set_found(self, row: Any) -> None:
+        self.xp.asarray(row)[ST_FOUND:ST_FOUND + 1] = 1
+
+    def scaler_update(self, row: Any, config: ScalerConfig) -> tuple[ScalerState, bool, str]:
+        """Run the transition on the device, then read the row once (BKD-SCL-002)."""
+        cfg_d, cfg_i = scaler_arrays(config)
+        self.kernels.scaler_update(row, cfg_d, cfg_i)
+        return state_from_row(self.to_numpy(row))
+
+    def read_found(self, row: Any) -> bool:
+        return bool(self.to_numpy(row)[ST_FOUND])
+
+    def __repr__(self) -> str:
+        return f"DeviceBackend({self.name!r}, kernels={getattr(self.kernels, 'name', '?')!r})"
+
+
+class CudaKernels:
+    """The kernel set on a CUDA device through CuPy (compiled with NVRTC on first use)."""
+
+    name = "cuda"
+    _BLOCK = 256
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.cp = cupy
+        self._mod: Any = None
+        self._mma_mod: Any = None
+        self._dev: dict[bytes, Any] = {}
+
+    def device_ok(self) -> bool:
+        try:
+            return int(self.cp.cuda.runtime.getDeviceCount()) > 0
+        except Exception:  # noqa: BLE001 - CuPy raises driver/runtime errors of several types
+            return False
+
+    def _module(self) -> Any:
+        if self._mod is None:
+            self._mod = self.cp.RawModule(code=device_source(),
+                                          options=("--std=c++17", "--fmad=false"))
+        return self._mod
+
+    def _on_device(self, a: np.ndarray) -> Any:
+        key = a.dtype.str.encode() + a.tobytes()
+        if key not in self._dev:
+            self._dev[key] = self.cp.asarray(a)
+        return self._dev[key]
+
+    def _launch(self, fname: str, n: int, args: tuple[Any, ...]) -> None:
+        grid = max(1, min(-(-n // self._BLOCK), 65535))  # grid-stride loops cover the rest
+        self._module().get_function(fname)((grid,), (self._BLOCK,), args)
+
+    def quantize(self, x: Any, params: np.ndarray, rnd: int, sat: bool, subnormals: bool,
+                 k1: int, k2: int, start: int = 0) -> Any:
+        cp = self.cp
+        wide = x.dtype == cp.float64
+        src = x.view(cp.uint64 if wide else cp.uint32)
+        out = cp.empty_like(src)
+        self._launch("ampref_quantize_f64" if wide else "ampref_quantize_f32", src.size,
+                     (src, out, np.int64(src.size), self._on_device(params), np.int32(rnd),
+                      np.int32(sat), np.int32(subnormals), np.uint32(k1), np.uint32(k2),
+                      np.int64(start)))
+        return out.view(x.dtype)
+
+    def encode16(self, x: Any, params: np.ndarray) -> Any:
+        cp = self.cp
+        out = cp.empty(x.shape, dtype=cp.uint16)
+        self._launch("ampref_encode16_f32", x.size,
+                     (x.view(cp.uint32), out, np.int64(x.size), self._on_device(params)))
+        return out
+
+    def random_bits(self, k1: int, k2: int, start: int, count: int) -> Any:
+        out = self.cp.empty(count, dtype=self.cp.uint32)
+        self._launch("ampref_random_bits_kernel", count,
+                     (out, np.int64(count), np.uint32(k1), np.uint32(k2), np.int64(start)))
+        return out
+
+    def unscale_(self, g: Any, row: Any) -> None:
+        self._launch("ampref_unscale_f32_kernel", g.size, (g, np.int64(g.size), row))
+
+    def scaler_update(self, row: Any, cfg_d: np.ndarray, cfg_i: np.ndarray) -> None:
+        self._module().get_function("ampref_scaler_update_kernel")(
+            (1,), (1,), (row, self._on_device(cfg_d), self._on_device(cfg_i)))
+
+    def mma_chain(self, A: Any, B: Any, fmt_name: str) -> Any:
+        """C = A @ B (uint16 codes, dims multiples of 16) by the WMMA chain kernel."""
+        cp = self.cp
+        if self._mma_mod is None:
+            inc = [f"-I{os.path.join(p, 'include')}" for p in (os.environ.get("CUDA_PATH"),
+                                                              "/usr/local/cuda") if p]
+            self._mma_mod = cp.RawModule(code=mma_source(),
+                                         options=("--std=c++17", "--fmad=false", *inc))
+        M, K = A.shape
+        N = B.shape[1]
+        C = cp.empty((M, N), dtype=cp.float32)
+        fname = "ampref_mma_chain_f16" if fmt_name == "float16" else "ampref_mma_chain_bf16"
+        warps = (M // _TILE) * (N // _TILE)
+        block = 128  # four warps, one 16x16 tile each
+        self._mma_mod.get_function(fname)((-(-warps * 32 // block),), (block,),
+                                          (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
+        return C
+
+    def gemm_ex(self, A: Any, B: Any, fmt_name: str) -> Any:
+        """float32 C = A @ B from fp16/bf16 codes via cublasGemmEx on Tensor Cores.
+
+        cuBLAS is column-major: the row-major C = A B is computed as C^T = B^T A^T with
+        no transposes, B first (leading dimension N), A second (leading dimension K)."""
+        cp = self.cp
+        from cupy.cuda import cublas
+
+        A = cp.ascontiguousarray(A)
+        B = cp.ascontiguousarray(B)
+        M, K = A.shape
+        N = B.shape[1]
+        C = cp.empty((M, N), dtype=cp.float32)
+        dtype = 2 if fmt_name == "float16" else 14  # CUDA_R_16F, CUDA_R_16BF
+        alpha = np.array(1.0, dtype=np.float32)
+        beta = np.array(0.0, dtype=np.float32)
+        handle = cp.cuda.device.get_cublas_handle()
+        cublas.gemmEx(handle, 0, 0, N, M, K, alpha.ctypes.data, B.data.ptr, dtype, N,
+                      A.data.ptr, dtype, K, beta.ctypes.data, C.data.ptr, 0, N,
+                      68, 99)  # CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP
+        return C
