@@ -311,8 +311,13 @@ class CudaKernels:
         if self._mma_mod is None:
             inc = [f"-I{os.path.join(p, 'include')}" for p in (os.environ.get("CUDA_PATH"),
                                                               "/usr/local/cuda") if p]
-            self._mma_mod = cp.RawModule(code=mma_source(),
-                                         options=("--std=c++17", "--fmad=false", *inc))
+            try:
+                self._mma_mod = cp.RawModule(code=mma_source(),
+                                             options=("--std=c++17", "--fmad=false", *inc))
+                self._mma_mod.get_function("ampref_mma_chain_f16")  # compiles now
+            except Exception:  # noqa: BLE001 - NVRTC without mma.h: let nvcc find the toolkit
+                self._mma_mod = cp.RawModule(code=mma_source(), backend="nvcc",
+                                             options=("--std=c++17", "--fmad=false"))
         M, K = A.shape
         N = B.shape[1]
         C = cp.empty((M, N), dtype=cp.float32)
