@@ -322,6 +322,26 @@ def test_training_on_the_device_backend_is_bitwise_the_reference(emulated: Devic
         assert any(not applied for _, applied, _, _ in ref_hist), "no step was skipped"
 
 
+@pytest.mark.clause("BKD-ENG-001")
+def test_train_with_report_checkpoint_and_resume_runs_on_the_device_backend(emulated: DeviceBackend,
+                                                                            tmp_path: Any) -> None:
+    from ampref.train import TrainConfig, train
+
+    finals = {}
+    for be in ("numpy", "cupy-host"):
+        cfg = TrainConfig(precision="amp-fp16", steps=6, batch=4, context=16, width=32, heads=2,
+                          backend=be, checkpoint_every=2, inject_nonfinite=0.3)
+        out = tmp_path / be
+        train(cfg, out, progress=False, stop_after=3)      # checkpoints hold device state
+        summary = train(cfg, out, resume=True, progress=False)
+        with np.load(out / "final.npz") as z:
+            finals[be] = (summary["skipped"], summary["final_scale"], {k: z[k] for k in z.files})
+        assert (out / "report.md").exists()
+    assert finals["cupy-host"][:2] == finals["numpy"][:2]
+    for k, v in finals["numpy"][2].items():
+        assert_bits_equal(finals["cupy-host"][2][k], v, f"final {k}")
+
+
 @pytest.mark.clause("BKD-IDX-001")
 def test_index_gradients_with_repeated_indices_match_the_reference_on_the_host(emulated: DeviceBackend) -> None:
     from ampref import functional as F

@@ -1,0 +1,99 @@
+"""The CuPy backend's kernels against named peers, one run.
+
+Usage: python benchmarks/bench_device.py [--n 4000000] [--repeat 5]
+
+Host part (any machine with a C++ compiler): the device quantize kernel's source built
+for the host (one scalar loop, general path for every element) next to the NumPy
+reference ``ampref.quantize`` and ml_dtypes' cast. It shows what the shared source costs
+per element, not GPU speed.
+
+Device part (CuPy and a CUDA device; skipped otherwise): the quantize kernel next to
+CuPy's float16 ``astype``; fp16 matmul via cublasGemmEx and via the tensor-core chain
+kernel next to ``cupy.matmul`` on float16, and the exact (certified) float32 matmul next
+to ``cupy.matmul`` on float32. GPU times include a device synchronisation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+
+import numpy as np
+from _timing import best_time
+
+import ampref
+from backends import kernelsrc
+
+try:
+    import ml_dtypes
+except ImportError:  # pragma: no cover
+    ml_dtypes = None
+
+
+def host_part(n: int, repeat: int) -> None:
+    k = kernelsrc.HostKernels()
+    x = (np.random.default_rng(0).standard_normal(n) * 100).astype(np.float32)
+    print(f"host build of the device kernel, {n:,} float32 elements, {platform.processor() or platform.machine()}")
+    print(f"{'format':<16}{'kernel Melem/s':>16}{'ampref Melem/s':>16}{'NumPy/ml_dtypes Melem/s':>25}"
+          f"{'kernel/ampref':>15}{'kernel/peer':>13}")
+    for name in ("float16", "bfloat16", "float8_e4m3fn"):
+        p = kernelsrc.format_params(name)
+        tk = best_time(lambda: k.quantize(x, p, 0, False, True, 0, 0), repeat)
+        ta = best_time(lambda: ampref.quantize(x, name), repeat)
+        dt = np.float16 if name == "float16" else getattr(ml_dtypes, name, None)
+        tm = best_time(lambda: x.astype(dt), repeat) if dt is not None else float("nan")
+        print(f"{name:<16}{n / tk / 1e6:>16.1f}{n / ta / 1e6:>16.1f}{n / tm / 1e6:>25.1f}"
+              f"{ta / tk:>15.2f}{tm / tk:>13.2f}")
+
+
+def device_part(n: int, repeat: int) -> None:
+    try:
+        import cupy as cp
+
+        import backends
+        if not backends.available("cupy"):
+            raise RuntimeError("no CUDA device")
+    except Exception as e:  # noqa: BLE001 - any reason for no device ends this part
+        print(f"\ndevice part skipped: {type(e).__name__}: {e}")
+        return
+    be = backends.get("cupy")
+
+    def timed(f: object) -> float:
+        def run() -> None:
+            f()  # type: ignore[operator]
+            cp.cuda.Device().synchronize()
+        run()
+        return best_time(run, repeat)
+
+    name = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    x = cp.asarray((np.random.default_rng(0).standard_normal(n) * 100).astype(np.float32))
+    tq = timed(lambda: be.quantize(x, "float16"))
+    tc = timed(lambda: x.astype(cp.float16))
+    print(f"\n{name}: quantize float16 {n / tq / 1e9:.2f} Gelem/s, cupy astype(float16) "
+          f"{n / tc / 1e9:.2f} Gelem/s, ratio {tc / tq:.2f}")
+    for M in (1024, 4096):
+        a = be.quantize(cp.asarray(np.random.default_rng(1).standard_normal((M, M)).astype(np.float32)), "fp16")
+        b = be.quantize(cp.asarray(np.random.default_rng(2).standard_normal((M, M)).astype(np.float32)), "fp16")
+        a16, b16 = a.astype(cp.float16), b.astype(cp.float16)
+        flop = 2 * M**3
+        t_ref = timed(lambda: cp.matmul(a16, b16))
+        t_gemm = timed(lambda: be.matmul(a, b, "cublas", "float16"))
+        t_mma = timed(lambda: be.matmul(a, b, "tensorcore:h100", "float16"))
+        t_f32 = timed(lambda: cp.matmul(a, b))
+        t_exact = timed(lambda: be.matmul(a, b, "exact", "float16"))
+        print(f"{M}^3: cupy fp16 {flop / t_ref / 1e12:.1f} TFLOP/s | gemmEx {flop / t_gemm / 1e12:.1f} "
+              f"({t_ref / t_gemm:.2f}x) | chain kernel {flop / t_mma / 1e12:.2f} ({t_ref / t_mma:.3f}x) | "
+              f"cupy fp32 {flop / t_f32 / 1e12:.1f} | exact {flop / t_exact / 1e12:.2f} ({t_f32 / t_exact:.3f}x fp32)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=4_000_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    host_part(args.n, args.repeat)
+    device_part(args.n, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
