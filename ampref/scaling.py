@@ -372,7 +372,8 @@ class LossScaler:
             return arr * np.float64(np.float32(self.scale))
         with np.errstate(over="ignore"):
             out = arr.astype(np.float32) * np.float32(self.scale)
-        return out if arr.ndim == 0 or arr.dtype == np.float32 else out.astype(arr.dtype)
+        with np.errstate(over="ignore"):  # overflow to inf is the defined result
+            return out if arr.ndim == 0 or arr.dtype == np.float32 else out.astype(arr.dtype)
 
     # -- unscale ---------------------------------------------------------------------
     def unscale(self, grads: Any, *, optimizer: str = "default",
