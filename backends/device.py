@@ -120,6 +120,9 @@ class DeviceBackend:
     def random_bits(self, seed: int, start: int, count: int) -> Any:
         """srhash words for flat indices start..start+count-1 (BKD-QNT-002)."""
         k1, k2 = _keys(check_seed(seed))
+        if int(start) < 0 or int(count) < 0 or int(start) + int(count) > 2**63:
+            raise ValueError(f"random_bits needs start and count >= 0 with start + count <= 2**63, "
+                             f"got start={start}, count={count}")
         return self.kernels.random_bits(k1, k2, int(start), int(count))
 
     def encode16(self, x: Any, fmt: str | Format) -> Any:

@@ -90,6 +90,11 @@ AMPREF_HD ampref_u32 ampref_random_bits(ampref_u32 k1, ampref_u32 k2, ampref_u64
     return ampref_fmix32(h ^ (ampref_u32)(index >> 32) ^ k2);
 }
 
+// The random word of element `index` when the mode is stochastic (0 otherwise).
+AMPREF_HD ampref_u32 ampref_rounding_word(int rnd, ampref_u32 k1, ampref_u32 k2, ampref_i64 index) {
+    return rnd == AMPREF_RND_STOCHASTIC ? ampref_random_bits(k1, k2, (ampref_u64)index) : 0u;
+}
+
 // ------------------------------------------------------------------ significand rounding
 // round(sig / 2^d) in direction rnd for a magnitude; neg marks negative inputs. d >= 1
 // is the capped shift, dtrue the uncapped one (stochastic rounding compares the first 32
@@ -356,6 +361,12 @@ AMPREF_HD void ampref_scaler_update_row(ampref_i64* st, const double* cfg_d, con
     const int action = ampref_scaler_step(&scale, st + AMPREF_ST_GROWTH, found, cfg_d, cfg_i);
     st[AMPREF_ST_SCALE] = ampref_double_to_bits(scale);
     st[AMPREF_ST_ACTION] = action;
+}
+
+// float32(1 / float64(scale)) from the state row (+inf for a zero scale), as torch.
+AMPREF_HD float ampref_inverse_scale(const ampref_i64* st) {
+    const double scale = ampref_bits_to_double(st[AMPREF_ST_SCALE]);
+    return scale != 0.0 ? (float)(1.0 / scale) : (float)ampref_inf();
 }
 
 // Unscale one float32 gradient element in place (torch's non-finite check and unscale):

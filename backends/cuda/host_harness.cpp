@@ -8,8 +8,7 @@ void ampref_host_quantize_f32(const ampref_u32* x, ampref_u32* y, ampref_i64 n, 
                               int rnd, int sat, int subnormals, ampref_u32 k1, ampref_u32 k2,
                               ampref_i64 start) {
     for (ampref_i64 i = 0; i < n; ++i) {
-        const ampref_u32 r = rnd == AMPREF_RND_STOCHASTIC
-                                 ? ampref_random_bits(k1, k2, (ampref_u64)(start + i)) : 0u;
+        const ampref_u32 r = ampref_rounding_word(rnd, k1, k2, start + i);
         y[i] = ampref_quantize_bits(ampref_f32_to_f64_bits(x[i]), P, rnd, sat, subnormals, r);
     }
 }
@@ -18,8 +17,7 @@ void ampref_host_quantize_f64(const ampref_u64* x, ampref_u64* y, ampref_i64 n, 
                               int rnd, int sat, int subnormals, ampref_u32 k1, ampref_u32 k2,
                               ampref_i64 start) {
     for (ampref_i64 i = 0; i < n; ++i) {
-        const ampref_u32 r = rnd == AMPREF_RND_STOCHASTIC
-                                 ? ampref_random_bits(k1, k2, (ampref_u64)(start + i)) : 0u;
+        const ampref_u32 r = ampref_rounding_word(rnd, k1, k2, start + i);
         y[i] = ampref_f32_to_f64_bits(ampref_quantize_bits(x[i], P, rnd, sat, subnormals, r));
     }
 }
@@ -39,8 +37,7 @@ void ampref_host_random_bits(ampref_u32* out, ampref_i64 n, ampref_u32 k1, ampre
 }
 
 void ampref_host_unscale_f32(float* g, ampref_i64 n, ampref_i64* st) {
-    const double scale = ampref_bits_to_double(st[AMPREF_ST_SCALE]);
-    const float inv = scale != 0.0 ? (float)(1.0 / scale) : (float)ampref_inf();
+    const float inv = ampref_inverse_scale(st);
     int bad = 0;
     for (ampref_i64 i = 0; i < n; ++i) bad |= ampref_unscale_f32(g + i, inv);
     if (bad) st[AMPREF_ST_FOUND] = 1;

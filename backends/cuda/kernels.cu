@@ -11,8 +11,7 @@ extern "C" __global__ void ampref_quantize_f32(const ampref_u32* x, ampref_u32* 
                                                const int* P, int rnd, int sat, int subnormals,
                                                ampref_u32 k1, ampref_u32 k2, ampref_i64 start) {
     AMPREF_GRID_LOOP(i, n) {
-        const ampref_u32 r = rnd == AMPREF_RND_STOCHASTIC
-                                 ? ampref_random_bits(k1, k2, (ampref_u64)(start + i)) : 0u;
+        const ampref_u32 r = ampref_rounding_word(rnd, k1, k2, start + i);
         y[i] = ampref_quantize_bits(ampref_f32_to_f64_bits(x[i]), P, rnd, sat, subnormals, r);
     }
 }
@@ -22,8 +21,7 @@ extern "C" __global__ void ampref_quantize_f64(const ampref_u64* x, ampref_u64* 
                                                const int* P, int rnd, int sat, int subnormals,
                                                ampref_u32 k1, ampref_u32 k2, ampref_i64 start) {
     AMPREF_GRID_LOOP(i, n) {
-        const ampref_u32 r = rnd == AMPREF_RND_STOCHASTIC
-                                 ? ampref_random_bits(k1, k2, (ampref_u64)(start + i)) : 0u;
+        const ampref_u32 r = ampref_rounding_word(rnd, k1, k2, start + i);
         y[i] = ampref_f32_to_f64_bits(ampref_quantize_bits(x[i], P, rnd, sat, subnormals, r));
     }
 }
@@ -46,8 +44,7 @@ extern "C" __global__ void ampref_random_bits_kernel(ampref_u32* out, ampref_i64
 // Unscale one gradient in place and raise the step's found flag in the scaler row. The
 // inverse scale comes from the device row, so no value travels to the host per tensor.
 extern "C" __global__ void ampref_unscale_f32_kernel(float* g, ampref_i64 n, ampref_i64* st) {
-    const double scale = ampref_bits_to_double(st[AMPREF_ST_SCALE]);
-    const float inv = scale != 0.0 ? (float)(1.0 / scale) : (float)ampref_inf();
+    const float inv = ampref_inverse_scale(st);
     int bad = 0;
     AMPREF_GRID_LOOP(i, n) bad |= ampref_unscale_f32(g + i, inv);
     if (bad) st[AMPREF_ST_FOUND] = 1;  // every writer stores the same value: no atomic needed
