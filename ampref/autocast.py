@@ -21,11 +21,13 @@ process-global flag. Outputs are never cast back on exit.
 from __future__ import annotations
 
 import contextvars
+import os
 import sys
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +40,16 @@ else:  # pragma: no cover
 
 __all__ = [
     "CATEGORIES",
-    "POLICY_DIR",
     "MixedPolicy",
     "Policy",
     "autocast",
     "current",
     "get_policy",
     "load_policy",
+    "parse_policy",
     "policy_names",
 ]
 
-POLICY_DIR = Path(__file__).resolve().parent.parent / "specs" / "policies"
 CATEGORIES = ("lower_precision_fp", "fp32", "fp32_set_opt_dtype", "fp32_append_dtype",
               "promote", "banned")
 
@@ -77,9 +78,14 @@ class Policy:
         return hit if hit is not None else self._base.get(op.split(".")[0])  # type: ignore[attr-defined]
 
 
+def _shipped() -> Any:
+    """The folder of shipped policy files (package data ``ampref.policies``)."""
+    return resources.files("ampref.policies")
+
+
 def policy_names() -> list[str]:
     """Names of the shipped policy files."""
-    return sorted(p.stem for p in POLICY_DIR.glob("*.toml"))
+    return sorted(e.name[:-5] for e in _shipped().iterdir() if e.name.endswith(".toml"))
 
 
 def load_policy(name_or_path: str | Path) -> Policy:
@@ -87,37 +93,72 @@ def load_policy(name_or_path: str | Path) -> Policy:
 
     The file has ``name``, ``default_dtype`` and an ``[ops]`` table whose keys are the
     categories (:data:`CATEGORIES`) and whose values are lists of aten op names;
-    ``[banned_advice]`` maps banned ops to the message raised.
+    ``[banned_advice]`` maps banned ops to the message raised. Shipped policies are
+    package data read with :mod:`importlib.resources` (their single source is
+    ``specs/policies/`` in the repository).
 
     Raises:
-        ValueError: unknown name (shipped names listed), unreadable or malformed file,
-            unknown category, or an op listed in two categories.
+        ValueError: unknown name (shipped names listed), unreadable, non-UTF-8 or
+            malformed file, unknown category, a category that is not a list of strings,
+            or an op listed in two categories.
+        TypeError: ``name_or_path`` is neither a str nor a path.
     """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise TypeError(f"policy must be a name or a path, got {type(name_or_path).__name__}: "
+                        f"{name_or_path!r}")
     path = Path(name_or_path)
     if not path.suffix and not path.exists():
-        path = POLICY_DIR / f"{name_or_path}.toml"
-        if not path.exists():
+        entry = _shipped().joinpath(f"{name_or_path}.toml")
+        if not entry.is_file():
             raise ValueError(f"unknown autocast policy {str(name_or_path)!r}; shipped policies: "
                              f"{', '.join(policy_names())}, or a path to a .toml file, or a "
                              f"jmp string like 'params=float32,compute=float16,output=float32'")
+        return parse_policy(entry.read_bytes(), f"ampref.policies/{name_or_path}.toml")
     try:
-        raw = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise ValueError(f"cannot read autocast policy {str(path)!r}: {e}") from e
+        data = path.read_bytes()
+    except OSError as e:
+        raise ValueError(f"cannot read autocast policy {str(path)!r}: {e.strerror or e}") from e
+    return parse_policy(data, str(path))
+
+
+def parse_policy(data: bytes, source: str) -> Policy:
+    """A :class:`Policy` from the bytes of a policy TOML file (``source`` names it in errors).
+
+    Raises:
+        ValueError: not UTF-8, not TOML, or not a valid policy (the fault named).
+    """
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"autocast policy {source!r} is not UTF-8 text: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"autocast policy {source!r} is not valid TOML: {e}") from None
     ops = raw.get("ops")
     if not isinstance(ops, dict) or "default_dtype" not in raw:
-        raise ValueError(f"policy file {str(path)!r} needs 'default_dtype' and an [ops] table")
+        raise ValueError(f"policy file {source!r} needs 'default_dtype' and an [ops] table")
+    if not isinstance(raw["default_dtype"], str):
+        raise ValueError(f"policy {source!r}: default_dtype must be a format name string, got "
+                         f"{raw['default_dtype']!r}")
     cats: dict[str, str] = {}
     for cat, names in ops.items():
         if cat not in CATEGORIES:
-            raise ValueError(f"policy {str(path)!r}: unknown category {cat!r}; "
+            raise ValueError(f"policy {source!r}: unknown category {cat!r}; "
                              f"choose from {', '.join(CATEGORIES)}")
+        if not isinstance(names, list) or not all(isinstance(op, str) for op in names):
+            raise ValueError(f"policy {source!r}: category {cat!r} must be a list of op name "
+                             f"strings, got {names!r}")
         for op in names:
             if op in cats:
-                raise ValueError(f"policy {str(path)!r}: op {op!r} is in both {cats[op]!r} and {cat!r}")
+                raise ValueError(f"policy {source!r}: op {op!r} is in both {cats[op]!r} and {cat!r}")
             cats[op] = cat
-    return Policy(name=str(raw.get("name", path.stem)), default_dtype=get_format(raw["default_dtype"]),
-                  categories=cats, advice=dict(raw.get("banned_advice", {})), source=str(path))
+    advice = raw.get("banned_advice", {})
+    if not isinstance(advice, dict) or not all(isinstance(v, str) for v in advice.values()):
+        raise ValueError(f"policy {source!r}: [banned_advice] must map op names to strings")
+    name = raw.get("name", Path(source).stem)
+    if not isinstance(name, str):
+        raise ValueError(f"policy {source!r}: name must be a string, got {name!r}")
+    return Policy(name=name, default_dtype=get_format(raw["default_dtype"]), categories=cats,
+                  advice=dict(advice), source=source)
 
 
 # -- jmp-style whole-model policies ----------------------------------------------------

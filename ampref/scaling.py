@@ -425,7 +425,7 @@ class LossScaler:
                           optimizer: str = "default") -> None:
         """Unscale device gradients in place without a host sync (BKD-SCL-001).
 
-        ``backend`` is a device backend (``backends.get("cupy")``): one kernel per
+        ``backend`` is a device backend (``ampref.backends.get("cupy")``): one kernel per
         tensor unscales it (float32(1 / float64(scale)), as :meth:`unscale`) and raises
         the step's found flag in a device copy of the state; :meth:`update` then runs
         the transition on the device and reads the result once.

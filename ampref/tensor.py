@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-import backends
+from . import backends
 
 from .formats import Format, get_format
 

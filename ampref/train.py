@@ -126,7 +126,7 @@ class TrainConfig:
         if self.seed < 0:
             raise TrainError(f"--seed must be >= 0, got {self.seed}")
         if self.backend != "numpy":
-            import backends
+            from . import backends
 
             if not backends.available(self.backend):
                 raise TrainError(f"backend {self.backend!r} is not available here (choices: "

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 __all__ = ["Backend", "available", "backend_of", "get", "names", "register"]
 
-_MODULES = {"numpy": "backends.numpy_backend", "cupy": "backends.cupy_backend"}
+_MODULES = {"numpy": "ampref.backends.numpy_backend", "cupy": "ampref.backends.cupy_backend"}
 _REGISTERED: dict[str, Any] = {}
 
 

@@ -1,8 +1,8 @@
-"""``backends.get("cupy")``: :class:`backends.device.DeviceBackend` on CuPy and CUDA.
+"""``ampref.backends.get("cupy")``: :class:`ampref.backends.device.DeviceBackend` on CuPy and CUDA.
 
-Importing this module needs CuPy (``backends.get`` turns the ImportError into a
+Importing this module needs CuPy (``ampref.backends.get`` turns the ImportError into a
 ValueError that names the cause); whether a device is present is checked by
-``backends.available("cupy")``. Everything else lives in :mod:`backends.device`.
+``ampref.backends.available("cupy")``. Everything else lives in :mod:`ampref.backends.device`.
 """
 
 from __future__ import annotations

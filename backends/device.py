@@ -29,7 +29,7 @@ Numerics (what agrees with the NumPy reference, and how):
 
 :class:`DeviceBackend` takes its array module and kernel set as arguments: with CuPy and
 :class:`CudaKernels` it is the GPU backend; the test-suite runs the same class with
-NumPy and the host build of the same kernels (:class:`backends.kernelsrc.HostKernels`).
+NumPy and the host build of the same kernels (:class:`ampref.backends.kernelsrc.HostKernels`).
 """
 
 from __future__ import annotations

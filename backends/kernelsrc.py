@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from ampref.srhash import _keys, check_seed
 
 __all__ = [
     "ACTIONS",
-    "CUDA_DIR",
+    "cuda_source",
     "HostKernels",
     "device_source",
     "format_params",
@@ -38,8 +39,22 @@ __all__ = [
     "state_row",
 ]
 
-CUDA_DIR = Path(__file__).resolve().parent / "cuda"
-HEADER = CUDA_DIR / "ampref_kernels.cuh"
+HEADER = "ampref_kernels.cuh"
+
+
+def cuda_source(name: str) -> str:
+    """The text of one file of ``ampref/backends/cuda`` (package data, read with
+    importlib.resources so that it works from wheels as well as from a checkout).
+
+    Raises:
+        ValueError: no such CUDA source (the shipped ones listed).
+    """
+    folder = resources.files("ampref.backends").joinpath("cuda")
+    entry = folder.joinpath(name)
+    if not entry.is_file():
+        shipped = sorted(e.name for e in folder.iterdir() if e.is_file())
+        raise ValueError(f"unknown CUDA source {name!r}; shipped: {', '.join(shipped)}")
+    return entry.read_text(encoding="utf-8")
 
 #: action codes of the device update, in the order of the AMPREF_ACT_* constants
 ACTIONS = ("grow", "backoff", "hold", "skip", "clamp", "raise")
@@ -54,12 +69,12 @@ ST_COUNT = 8
 
 def device_source() -> str:
     """One NVRTC source: the shared header followed by the kernel entry points."""
-    return HEADER.read_text() + "\n" + (CUDA_DIR / "kernels.cu").read_text()
+    return cuda_source(HEADER) + "\n" + cuda_source("kernels.cu")
 
 
 def mma_source() -> str:
     """The tensor-core chain kernel (needs the CUDA headers mma.h, cuda_fp16/bf16.h)."""
-    return (CUDA_DIR / "mma_chain.cu").read_text()
+    return cuda_source("mma_chain.cu")
 
 
 def format_params(fmt: str | Format) -> np.ndarray:
@@ -147,8 +162,8 @@ def host_compiler() -> str | None:
 
 
 def _build_host_library() -> Path:
-    sources = [HEADER.read_bytes(), (CUDA_DIR / "host_harness.cpp").read_bytes()]
-    digest = hashlib.sha256(b"\0".join(sources)).hexdigest()[:16]
+    header, harness = cuda_source(HEADER), cuda_source("host_harness.cpp")
+    digest = hashlib.sha256(f"{header}\0{harness}".encode()).hexdigest()[:16]
     target = _cache_dir() / f"ampref_host_kernels_{digest}.so"
     if target.exists():
         return target
@@ -161,9 +176,14 @@ def _build_host_library() -> Path:
     # half-written library behind
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
-    cmd = [cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off",
-           "-I", str(CUDA_DIR), str(CUDA_DIR / "host_harness.cpp"), "-o", tmp]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    # the sources are package data: copy them next to the build so that the compiler
+    # gets real files whatever form the installed package has
+    with tempfile.TemporaryDirectory(dir=target.parent) as src:
+        (Path(src) / HEADER).write_text(header, encoding="utf-8")
+        (Path(src) / "host_harness.cpp").write_text(harness, encoding="utf-8")
+        cmd = [cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off",
+               "-I", src, str(Path(src) / "host_harness.cpp"), "-o", tmp]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         os.unlink(tmp)
         raise RuntimeError(f"building the host kernels failed ({' '.join(cmd)}):\n{proc.stderr}")

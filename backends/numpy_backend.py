@@ -54,7 +54,7 @@ class NumpyBackend:
         return _cert.sum_f32(x, axis, keepdims)
 
     def __repr__(self) -> str:
-        return "backends.get('numpy')"
+        return "ampref.backends.get('numpy')"
 
 
 BACKEND = NumpyBackend()

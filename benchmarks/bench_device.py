@@ -22,7 +22,7 @@ import numpy as np
 from _timing import best_time
 
 import ampref
-from backends import kernelsrc
+from ampref.backends import kernelsrc
 
 try:
     import ml_dtypes
@@ -50,7 +50,7 @@ def device_part(n: int, repeat: int) -> None:
     try:
         import cupy as cp
 
-        import backends
+        from ampref import backends
         if not backends.available("cupy"):
             raise RuntimeError("no CUDA device")
     except Exception as e:  # noqa: BLE001 - any reason for no device ends this part

@@ -26,7 +26,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(params=["numpy", "cupy"])
 def backend(request: pytest.FixtureRequest) -> Any:
     """Each array backend; CuPy is skipped where it or a GPU is missing."""
-    import backends
+    from ampref import backends
 
     if request.param == "cupy":
         pytest.importorskip("cupy")

@@ -20,7 +20,7 @@ import strictxp
 from hypothesis import given
 from hypothesis import strategies as st
 
-import backends
+from ampref import backends
 from ampref import quantize
 from ampref.cast import value_table
 from ampref.formats import FORMATS, Encoding
@@ -33,8 +33,8 @@ from ampref.scaling import (
     transition,
 )
 from ampref.srhash import random_bits
-from backends import kernelsrc
-from backends.device import DeviceBackend
+from ampref.backends import kernelsrc
+from ampref.backends.device import DeviceBackend
 
 pytestmark = pytest.mark.skipif(kernelsrc.host_compiler() is None,
                                 reason="no C++ compiler for the host build of the kernels")
@@ -110,7 +110,7 @@ def _inputs32(n: int, seed: int) -> np.ndarray:
 # -------------------------------------------------------------------------- sources
 @pytest.mark.clause("BKD-SRC-002")
 def test_kernel_enumerations_follow_the_python_definitions() -> None:
-    text = kernelsrc.HEADER.read_text()
+    text = kernelsrc.cuda_source(kernelsrc.HEADER)
 
     def defines(prefix: str) -> dict[str, int]:
         return {m[1]: int(m[2]) for m in re.finditer(rf"#define {prefix}(\w+) (\d+)", text)}

@@ -1,12 +1,17 @@
 """Traceability: spec clauses (specs/*.md) against the tests that cite them.
 
-    python -m ampref.trace [--root .]     # prints clause -> tests, and uncovered clauses
+    python scripts/trace.py [--root .]     # clause -> tests, uncovered clauses; exit 1 on a gap
+
+It reads the repository (``specs/`` and ``tests/``), not the installed package, so it
+lives with the scripts. A root without spec clauses or without tests is an error (exit
+2), never an empty success.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 CLAUSE = re.compile(r"\b([A-Z]{2,4}-[A-Z0-9]{2,5}-\d{3})\b")
@@ -16,7 +21,7 @@ def spec_clauses(root: Path) -> dict[str, str]:
     """Clause ID -> spec file, for every ID defined (in bold or a table) in specs/*.md."""
     out: dict[str, str] = {}
     for md in sorted((root / "specs").glob("*.md")):
-        for cid in CLAUSE.findall(md.read_text()):
+        for cid in CLAUSE.findall(md.read_text(encoding="utf-8")):
             out.setdefault(cid, md.name)
     return out
 
@@ -25,9 +30,8 @@ def cited_clauses(root: Path) -> dict[str, list[str]]:
     """Clause ID -> test functions whose clause marker cites it."""
     cites: dict[str, list[str]] = {}
     for py in sorted((root / "tests").glob("test_*.py")):
-        current = None
         pending: list[str] = []
-        for line in py.read_text().splitlines():
+        for line in py.read_text(encoding="utf-8").splitlines():
             if "mark.clause(" in line or (pending and line.lstrip().startswith('"')):
                 pending += CLAUSE.findall(line)
             m = re.match(r"\s*def (test_\w+)", line)
@@ -39,11 +43,16 @@ def cited_clauses(root: Path) -> dict[str, list[str]]:
     return cites
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="spec clause -> test traceability matrix")
-    ap.add_argument("--root", default=".")
-    root = Path(ap.parse_args().root)
+    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1]),
+                    help="repository root holding specs/ and tests/ (default: this checkout)")
+    root = Path(ap.parse_args(argv).root)
     clauses, cites = spec_clauses(root), cited_clauses(root)
+    if not clauses or not cites:
+        print(f"trace: error: no spec clauses in {root / 'specs'} or no clause-citing tests in "
+              f"{root / 'tests'}; give --root a repository checkout", file=sys.stderr)
+        return 2
     for cid in sorted(clauses):
         tests = cites.get(cid, [])
         print(f"{cid:14} {clauses[cid]:18} {len(tests):3} test(s)  {', '.join(tests[:3])}")

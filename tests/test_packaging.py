@@ -1,0 +1,63 @@
+"""The installed package: one import name, its data inside it, read as package resources.
+
+CI runs this suite twice: against the editable install in the checkout, and against the
+built wheel installed without ``-e`` from a folder outside the checkout, with
+``AMPREF_TEST_INSTALLED=1`` (then the package under test must not be the checkout's).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+import ampref
+from ampref import backends
+from ampref.autocast import load_policy, policy_names
+from ampref.backends import kernelsrc
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_the_distribution_installs_one_top_level_package_named_ampref() -> None:
+    top = importlib.metadata.distribution("ampref").read_text("top_level.txt")
+    assert top is not None and top.split() == ["ampref"]
+
+
+def test_backends_are_a_subpackage_of_ampref() -> None:
+    assert backends.__name__ == "ampref.backends"
+    assert backends.get("numpy").xp.__name__ == "numpy"
+
+
+def test_shipped_policies_are_package_data_from_the_single_source_in_specs() -> None:
+    assert {"torch-cpu", "torch-cuda"} <= set(policy_names())
+    for name in ("torch-cuda", "torch-cpu"):
+        shipped = resources.files("ampref.policies").joinpath(f"{name}.toml").read_bytes()
+        assert shipped == (ROOT / "specs" / "policies" / f"{name}.toml").read_bytes()
+        assert load_policy(name).name == name
+
+
+def test_cuda_sources_and_the_embedded_text_are_package_data() -> None:
+    assert "ampref_quantize_f32" in kernelsrc.device_source()
+    assert "mma" in kernelsrc.mma_source()
+    for name in ("ampref_kernels.cuh", "kernels.cu", "mma_chain.cu", "host_harness.cpp"):
+        assert kernelsrc.cuda_source(name) == (ROOT / "backends" / "cuda" / name).read_text()
+    text = resources.files("ampref.data").joinpath("declaration.txt").read_text(encoding="utf-8")
+    assert text.startswith("In Congress, July 4, 1776.")
+
+
+def test_an_unknown_cuda_source_is_refused_with_the_shipped_names() -> None:
+    with pytest.raises(ValueError, match=r"unknown CUDA source 'nope.cu'; shipped: .*kernels.cu"):
+        kernelsrc.cuda_source("nope.cu")
+
+
+@pytest.mark.skipif(not os.environ.get("AMPREF_TEST_INSTALLED"),
+                    reason="only in CI's run against the installed wheel")
+def test_the_package_under_test_is_the_installed_wheel_not_the_checkout() -> None:
+    pkg = Path(ampref.__file__).resolve().parent
+    assert ROOT not in pkg.parents, pkg
+    assert (pkg / "backends" / "cuda" / "ampref_kernels.cuh").is_file()
+    assert (pkg / "policies" / "torch-cuda.toml").is_file()
