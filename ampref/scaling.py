@@ -55,6 +55,8 @@ __all__ = [
     "ScalerConfig",
     "ScalerState",
     "StaticLossScaler",
+    "check_flag",
+    "check_state",
     "clip_grad_norm",
     "transition",
 ]
@@ -108,6 +110,10 @@ class ScalerConfig:
             _check_range("max_scale", self.max_scale, lo=0.0, lo_open=True)
         if self.floor != "none" and self.min_scale is None:
             raise ValueError(f"floor={self.floor!r} needs a min_scale")
+        if self.min_scale is not None and self.max_scale is not None and self.min_scale > self.max_scale:
+            raise ValueError(f"min_scale {self.min_scale!r} exceeds max_scale {self.max_scale!r}")
+        if not isinstance(self.refuse_inf_growth, (bool, np.bool_)):
+            raise TypeError(f"refuse_inf_growth must be a bool, got {self.refuse_inf_growth!r}")
 
 
 def _check_range(name: str, v: Any, *, lo: float | None = None, hi: float | None = None,
@@ -126,9 +132,22 @@ def _check_range(name: str, v: Any, *, lo: float | None = None, hi: float | None
         raise ValueError(f"{name} must satisfy {lo_s}{name}{hi_s} (finite), got {v!r}")
 
 
-def _check_int(name: str, v: Any) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be a positive int (>= 1), got {v!r}")
+def _check_int(name: str, v: Any, lo: int = 1) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        what = "a positive int (>= 1)" if lo == 1 else f"an int >= {lo}"
+        raise ValueError(f"{name} must be {what}, got {v!r}")
+
+
+def check_flag(name: str, v: Any) -> bool:
+    """``v`` as a bool; only bool and NumPy bool are accepted (a string such as "no" is
+    truthy and would silently mean True).
+
+    Raises:
+        TypeError: ``v`` is not a bool (its type and value named).
+    """
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool (True/False), got {type(v).__name__}: {v!r}")
+    return bool(v)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,7 +171,7 @@ class ScaleEvent:
     scale_after: float
     growth_tracker: int
     hysteresis_tracker: int
-    action: Literal["grow", "backoff", "hold", "skip", "clamp", "raise"]
+    action: Literal["grow", "backoff", "hold", "skip", "clamp", "raise", "set"]
 
     @property
     def applied(self) -> bool:
@@ -161,7 +180,10 @@ class ScaleEvent:
 
 
 def _store(x: float, arith: Arith) -> float:
-    return float(np.float32(x)) if arith in ("f64_to_f32", "f32") else float(x)
+    if arith in ("f64_to_f32", "f32"):
+        with np.errstate(over="ignore"):  # overflow to inf is the stored value; callers check
+            return float(np.float32(x))
+    return float(x)
 
 
 def _mul(scale: float, factor: float, arith: Arith) -> float:
@@ -182,10 +204,66 @@ def _div(scale: float, factor: float, arith: Arith) -> float:
 
 
 def initial_state(cfg: ScalerConfig) -> ScalerState:
+    """The state before the first update: init_scale stored as the profile stores it.
+
+    Raises:
+        ValueError: init_scale overflows to inf or underflows to 0 in the profile's
+            storage (float32 for torch, Keras, jmp, Megatron).
+    """
     scale = _store(cfg.init_scale, cfg.arith)
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"init_scale {cfg.init_scale!r} becomes {scale!r} when stored as "
+                         f"{'float32' if cfg.arith != 'f64' else 'float64'} (arith={cfg.arith!r}); "
+                         "give a scale the profile can hold")
     if cfg.max_scale is not None:
         scale = min(scale, cfg.max_scale)
     return ScalerState(scale=scale, hysteresis_tracker=cfg.hysteresis)
+
+
+def check_state(cfg: ScalerConfig, st: ScalerState) -> None:
+    """Refuse a state the machine of ``cfg`` can never be in (SCL-STA-003).
+
+    Reachable: a scale that is a number, not NaN, stored as the profile stores it
+    (float32 values for float32 profiles), at least ``min_scale`` with a floor and at
+    most ``max_scale`` with a cap, 0 only without a floor (repeated backoff underflows),
+    inf only where growth to inf is not refused; integer counters with ``growth_tracker
+    >= 0``, ``hysteresis_tracker <= hysteresis``, ``0 <= last_overflow <= step``.
+
+    Raises:
+        TypeError: a field of the wrong type (named).
+        ValueError: a value out of its range (named, with the range).
+    """
+    sc = st.scale
+    if isinstance(sc, bool) or not isinstance(sc, (int, float, np.floating, np.integer)):
+        raise TypeError(f"scaler state scale must be a number, got {type(sc).__name__}: {sc!r}")
+    sc = float(sc)
+    floored = cfg.floor != "none" and cfg.min_scale is not None
+    if math.isnan(sc) or sc < 0:
+        raise ValueError(f"scaler state scale must be >= 0 and not NaN, got {sc!r}")
+    if sc == 0 and floored:
+        raise ValueError(f"scaler state scale 0 is unreachable with the floor min_scale={cfg.min_scale}")
+    if math.isinf(sc) and (cfg.refuse_inf_growth or cfg.max_scale is not None):
+        raise ValueError("scaler state scale inf is unreachable: this profile refuses growth to "
+                         "inf or caps the scale")
+    if floored and sc < cfg.min_scale:  # type: ignore[operator]
+        raise ValueError(f"scaler state scale {sc!r} is below min_scale {cfg.min_scale!r}")
+    if cfg.max_scale is not None and sc > cfg.max_scale:
+        raise ValueError(f"scaler state scale {sc!r} exceeds max_scale {cfg.max_scale!r}")
+    if _store(sc, cfg.arith) != sc:
+        raise ValueError(f"scaler state scale {sc!r} is not a float32 value, but profiles with "
+                         f"arith={cfg.arith!r} store the scale in float32")
+    for name in ("growth_tracker", "hysteresis_tracker", "step", "last_overflow"):
+        v = getattr(st, name)
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"scaler state {name} must be an int, got {type(v).__name__}: {v!r}")
+    _check_int("scaler state growth_tracker", st.growth_tracker, 0)
+    _check_int("scaler state step", st.step, 0)
+    if not 0 <= st.last_overflow <= st.step:
+        raise ValueError(f"scaler state last_overflow must lie in [0, step={st.step}], got "
+                         f"{st.last_overflow!r}")
+    if st.hysteresis_tracker > cfg.hysteresis:
+        raise ValueError(f"scaler state hysteresis_tracker {st.hysteresis_tracker} exceeds the "
+                         f"configured hysteresis {cfg.hysteresis}")
 
 
 def _growth_due(cfg: ScalerConfig, st: ScalerState, tracker: int, step: int) -> bool:
@@ -313,6 +391,11 @@ class LossScaler:
     def __init__(self, config: ScalerConfig | None = None, *, profile: str = "custom",
                  warn_overflow_run: int = 20, warn_scale_below: float = 2.0**-24,
                  **params: Any) -> None:
+        if config is not None and not isinstance(config, ScalerConfig):
+            hint = (f"; for a framework's scaler use LossScaler.from_profile({config!r})"
+                    if isinstance(config, str) else "")
+            raise TypeError(f"LossScaler's first argument is a ScalerConfig, got "
+                            f"{type(config).__name__}: {config!r}{hint}")
         if config is not None and params:
             raise TypeError("pass either a ScalerConfig or keyword parameters, not both")
         self.config = config if config is not None else ScalerConfig(**params)
@@ -348,6 +431,8 @@ class LossScaler:
         if overrides.get("min_scale") is not None and cfg.floor == "none":
             overrides["floor"] = "clamp"
         if name == "jmp" and "growth_factor" in overrides:
+            # jmp divides by its factor; validate it before taking the reciprocal
+            _check_range("growth_factor", overrides["growth_factor"], lo=1.0, lo_open=True)
             overrides["backoff_factor"] = 1.0 / float(overrides["growth_factor"])
         return cls(replace(cfg, **overrides), profile=name)
 
@@ -479,6 +564,7 @@ class LossScaler:
                 raise RuntimeError("No inf checks were recorded prior to update(): call "
                                    "unscale(grads) or pass update(found_inf=...)")
             found_inf = any(self._found.values())
+        found_inf = check_flag("found_inf", found_inf)
         self._found = {}
         device = self._device_decision(bool(found_inf))
         if device is not None:
@@ -562,10 +648,17 @@ class LossScaler:
                 f"{self.scale:g}; " + ", ".join(f"{k} {v}" for k, v in acts.items()))
 
     # -- state dict --------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """torch profile: exactly GradScaler's five keys; others: every field (SCL-STA-*)."""
+    def state_dict(self, *, full: bool = False) -> dict[str, Any]:
+        """The scaler's state (SCL-STA-*).
+
+        The torch profile gives exactly ``torch.amp.GradScaler``'s five keys, so dicts move
+        between the two; those keys do not hold the step counter, the last overflow or the
+        hysteresis tracker. ``full=True`` (and every other profile) gives the complete
+        state and configuration: ``{"profile", "config", "state"}``. Checkpoints use the
+        full form, so a resumed run continues exactly (SCL-STA-003).
+        """
         st, cfg = self.state, self.config
-        if self.profile == "torch":
+        if self.profile == "torch" and not full:
             return {"scale": st.scale, "growth_factor": cfg.growth_factor,
                     "backoff_factor": cfg.backoff_factor, "growth_interval": cfg.growth_interval,
                     "_growth_tracker": st.growth_tracker}
@@ -573,31 +666,91 @@ class LossScaler:
                 "state": dataclasses.asdict(st)}
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
-        """Load a dict from :meth:`state_dict` (or from ``torch.amp.GradScaler``).
+        """Load a dict from :meth:`state_dict` (either form) or from ``torch.amp.GradScaler``.
 
-        As torch does, the factors and interval of a torch dict replace the current ones.
+        Loading validates as strictly as constructing: every key must be present (no
+        field falls back to a default), the configuration passes :class:`ScalerConfig`'s
+        checks and the state must be reachable under it (:func:`check_state`). As torch
+        does, the factors and interval of a torch dict replace the current ones.
 
         Raises:
-            ValueError: empty dict, missing or unexpected keys, or another profile's dict.
+            ValueError: empty dict, missing or unexpected keys, another profile's dict,
+                or a value out of range (named).
+            TypeError: not a dict, or a value of the wrong type (named).
         """
+        if not isinstance(sd, dict):
+            raise TypeError(f"load_state_dict expects a dict, got {type(sd).__name__}")
         if not sd:
             raise ValueError("the state dict is empty (saved from a disabled scaler?)")
-        if self.profile == "torch":
-            keys = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"}
-            if set(sd) != keys:
-                raise ValueError(f"a torch GradScaler state dict has keys {sorted(keys)}, got {sorted(sd)}")
-            self.config = replace(self.config, growth_factor=float(sd["growth_factor"]),
-                                  backoff_factor=float(sd["backoff_factor"]),
-                                  growth_interval=int(sd["growth_interval"]))
-            self.state = replace(self.state, scale=float(np.float32(sd["scale"])),
-                                 growth_tracker=int(sd["_growth_tracker"]))
-            return
-        if set(sd) != {"profile", "config", "state"}:
+        if set(sd) == {"profile", "config", "state"}:
+            self._load_full(sd)
+        elif self.profile == "torch":
+            self._load_torch(sd)
+        else:
             raise ValueError(f"expected keys ['config', 'profile', 'state'], got {sorted(sd)}")
+
+    def _load_torch(self, sd: dict[str, Any]) -> None:
+        keys = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"}
+        if set(sd) != keys:
+            raise ValueError(f"a torch GradScaler state dict has keys {sorted(keys)}, got {sorted(sd)}")
+        vals = {k: _plain(sd[k], k) for k in keys}
+        cfg = replace(self.config, growth_factor=vals["growth_factor"],
+                      backoff_factor=vals["backoff_factor"], growth_interval=vals["growth_interval"])
+        scale = vals["scale"]
+        if isinstance(scale, (int, float)) and not isinstance(scale, bool) and math.isfinite(scale):
+            scale = float(np.float32(scale))  # torch holds the scale in a float32 tensor
+        st = replace(self.state, scale=scale, growth_tracker=vals["_growth_tracker"])
+        check_state(cfg, st)
+        self.config, self.state = cfg, st
+
+    def _load_full(self, sd: dict[str, Any]) -> None:
         if sd["profile"] != self.profile:
             raise ValueError(f"state dict of profile {sd['profile']!r} loaded into a {self.profile!r} scaler")
-        self.config = ScalerConfig(**sd["config"])
-        self.state = ScalerState(**sd["state"])
+        parts: dict[str, dict[str, Any]] = {}
+        for part, cls in (("config", ScalerConfig), ("state", ScalerState)):
+            given = sd[part]
+            if not isinstance(given, dict):
+                raise TypeError(f"state dict {part!r} must be a dict, got {type(given).__name__}")
+            names = {f.name for f in dataclasses.fields(cls)}
+            if set(given) != names:
+                raise ValueError(f"state dict {part!r} must have exactly the keys {sorted(names)}; "
+                                 f"missing {sorted(names - set(given)) or 'none'}, unexpected "
+                                 f"{sorted(set(given) - names) or 'none'}")
+            parts[part] = {k: _plain(v, f"{part}.{k}") for k, v in given.items()}
+        cfg = ScalerConfig(**parts["config"])
+        st = ScalerState(**parts["state"])
+        check_state(cfg, st)
+        self.config, self.state = cfg, st
+
+    def set_scale(self, new_scale: float) -> None:
+        """Replace the scale by the user's value (torch's ``update(new_scale)``): one
+        update with action ``set``, counters untouched, pending inf checks cleared.
+
+        Raises:
+            ValueError: a scale this profile cannot hold (see :func:`check_state`).
+        """
+        value = _plain(new_scale, "new_scale")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            value = _store(float(value), self.config.arith)
+        st = replace(self.state, scale=value, step=self.state.step + 1)
+        check_state(self.config, st)
+        found = any(self._found.values())
+        self._found = {}
+        ev = _event(self.state, st, found, "set")
+        self.state = st
+        self.events.append(ev)
+
+
+def _plain(v: Any, name: str) -> Any:
+    """A loaded value as a plain Python scalar (0-d arrays and NumPy scalars unwrapped);
+    anything else is returned as is for the validators to name."""
+    if isinstance(v, np.ndarray) and v.ndim == 0:
+        v = v[()]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if hasattr(v, "item") and callable(v.item) and getattr(v, "ndim", None) == 0:
+        v = v.item()  # a 0-d tensor of another library (torch's GradScaler state)
+    return v
 
 
 class StaticLossScaler(LossScaler):
@@ -605,6 +758,13 @@ class StaticLossScaler(LossScaler):
 
     def __init__(self, scale: float) -> None:
         _check_range("scale", scale, lo=0.0, lo_open=True)
+        with np.errstate(over="ignore", under="ignore"):
+            as_f32 = float(np.float32(scale))
+        if not (math.isfinite(as_f32) and as_f32 > 0):
+            # the scale multiplies a float32 loss: a scale that float32 cannot hold would
+            # make every scaled loss inf (or 0)
+            raise ValueError(f"static loss scale {scale!r} is outside float32's range "
+                             f"(it becomes {as_f32!r}); choose a scale in (0, 3.4e38]")
         super().__init__(ScalerConfig(init_scale=float(scale), arith="f64"), profile="static")
 
     def update(self, found_inf: bool | None = None) -> bool:
@@ -612,6 +772,7 @@ class StaticLossScaler(LossScaler):
             if not self._found:
                 raise RuntimeError("No inf checks were recorded prior to update()")
             found_inf = any(self._found.values())
+        found_inf = check_flag("found_inf", found_inf)
         self._found = {}
         if self._device is not None:  # a fixed scale needs only the device flag
             backend, row = self._device

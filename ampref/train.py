@@ -24,6 +24,7 @@ import hashlib
 import io
 import json
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
@@ -51,7 +52,9 @@ __all__ = [
     "train",
 ]
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: complete scaler state for every profile, the run's target steps
+MAX_DATA_BYTES = 8 * 2**20  # --data files are read up to this size (the rest is ignored)
+MAX_MODEL_BYTES = 8 * 2**30  # refuse configurations whose arrays would need more memory
 
 
 class TrainError(ValueError):
@@ -114,6 +117,12 @@ class TrainConfig:
             raise TrainError(f"hist_every must be an integer >= 0, got {self.hist_every!r}")
         if self.width % self.heads:
             raise TrainError(f"--width {self.width} must be divisible by --heads {self.heads}")
+        need = self.memory_estimate()
+        if need > MAX_MODEL_BYTES:
+            raise TrainError(f"--batch {self.batch} --context {self.context} --width {self.width} "
+                             f"--blocks {self.blocks} would need about {need / 2**30:.0f} GiB of "
+                             f"arrays; ampref train is for small models (limit "
+                             f"{MAX_MODEL_BYTES // 2**30} GiB)")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise TrainError(f"--lr must be a positive finite number, got {self.lr}")
         if self.profile not in PROFILES:
@@ -123,14 +132,24 @@ class TrainConfig:
         if self.inject_nonfinite and MODES[self.precision].scaler is None:
             raise TrainError(f"--inject-nonfinite needs a mode with a loss scaler that skips "
                              f"non-finite steps (amp-fp16, fp16-static), not {self.precision!r}")
-        if self.seed < 0:
-            raise TrainError(f"--seed must be >= 0, got {self.seed}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise TrainError(f"--seed must be an integer >= 0, got {self.seed!r}")
+        if not (math.isfinite(self.static_scale) and 0 < self.static_scale <= float(np.finfo(np.float32).max)):
+            raise TrainError(f"--static-scale must be a positive float32 value (at most 3.4e38), "
+                             f"got {self.static_scale!r}")
         if self.backend != "numpy":
             from . import backends
 
             if not backends.available(self.backend):
                 raise TrainError(f"backend {self.backend!r} is not available here (choices: "
                                  f"{', '.join(n for n in backends.names() if backends.available(n))})")
+
+    def memory_estimate(self) -> int:
+        """Rough bytes of the largest arrays of one step: activations and their
+        gradients per block (float64 temporaries included) and attention scores."""
+        tokens = self.batch * self.context
+        per_block = tokens * self.width * 40 + self.batch * self.heads * self.context**2 * 6
+        return 8 * (self.blocks * per_block + 16 * self.blocks * self.width**2)
 
     def identity(self) -> dict[str, Any]:
         d = asdict(self)
@@ -144,20 +163,37 @@ class TrainConfig:
 def load_corpus(path: str | None) -> str:
     """The embedded text (the US Declaration of Independence, public domain) or a file."""
     if path is None:
-        return resources.files("ampref").joinpath("data/declaration.txt").read_text(encoding="utf-8")
+        return resources.files("ampref.data").joinpath("declaration.txt").read_text(encoding="utf-8")
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise TrainError(f"cannot read --data {path!r}: {e}") from None
-    return text
+        with open(path, "rb") as f:
+            raw = f.read(MAX_DATA_BYTES + 1)
+    except OSError as e:
+        raise TrainError(f"cannot read --data {path!r}: {e.strerror or e}") from None
+    if len(raw) > MAX_DATA_BYTES:
+        # a character-level toy model needs little text; reading a huge file (or a device
+        # such as /dev/zero) whole would exhaust memory
+        raw = raw[:MAX_DATA_BYTES]
+        while raw and (raw[-1] & 0xC0) == 0x80:  # do not cut a UTF-8 sequence in half
+            raw = raw[:-1]
+        if raw and raw[-1] >= 0xC0:
+            raw = raw[:-1]
+        print(f"ampref train: note: --data {path!r} is larger than {MAX_DATA_BYTES // 2**20} MiB; "
+              "training on its first part", file=sys.stderr)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TrainError(f"cannot read --data {path!r}: not UTF-8 text ({e})") from None
 
 
 class Corpus:
     def __init__(self, text: str, context: int) -> None:
         if "\x00" in text:
             raise TrainError("the data contains NUL characters; give a plain text file")
-        self.chars = sorted(set(text))
-        self.ids = np.array([self.chars.index(c) for c in text], dtype=np.int64)
+        # characters sorted by code point; ids by search (same ids as chars.index, fast)
+        points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        table = np.unique(points)
+        self.chars = [chr(int(c)) for c in table]
+        self.ids = np.searchsorted(table, points).astype(np.int64)
         n = len(self.ids)
         split = int(n * 0.9)
         self.train, self.val = self.ids[:split], self.ids[split:]
@@ -393,9 +429,13 @@ class Run:
             if m is not None:
                 arrays[f"master/{i}"] = np.asarray(m)
         meta = {"version": FORMAT_VERSION, "config": self.cfg.identity(), "step": self.state.step,
+                "target_steps": self.cfg.steps,
                 "opt": {"steps": osd["steps"], "lr": osd["lr"]},
-                "scaler": None if self.scaler is None else {"state": _jsonable(self.scaler.state_dict()),
-                                                            "events": self.scaler.audit_log()},
+                # the complete scaler state and configuration for every profile (torch's
+                # five-key dict lacks the step counter and last overflow)
+                "scaler": None if self.scaler is None else {
+                    "state": _jsonable(self.scaler.state_dict(full=True)),
+                    "events": self.scaler.audit_log()},
                 "run": {"history": self.state.history, "layer_series": self.state.layer_series,
                         "hists": self.state.hists, "wall": self.state.wall},
                 "modules": {n: getattr(m, "offset", 0) for n, m in self.model.named_modules()
@@ -418,18 +458,7 @@ class Run:
             TrainError: unreadable or corrupt file (checksum), or a checkpoint of a
                 different configuration (the differing keys named).
         """
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-        except Exception as e:  # zip, npy header or truncation errors of every kind
-            raise TrainError(f"checkpoint {str(path)!r} is unreadable or corrupt: {type(e).__name__}: {e}") from None
-        stored = arrays.pop("sha256", None)
-        if stored is None or bytes(stored).decode() != _digest(arrays):
-            raise TrainError(f"checkpoint {str(path)!r} is corrupt: checksum mismatch")
-        meta = json.loads(bytes(arrays["meta"]).decode())
-        if meta.get("version") != FORMAT_VERSION:
-            raise TrainError(f"checkpoint {str(path)!r} has format version {meta.get('version')}, "
-                             f"this ampref writes {FORMAT_VERSION}")
+        arrays, meta = read_checkpoint(path)
         mine = self.cfg.identity()
         diff = sorted(k for k in set(mine) | set(meta["config"]) if mine.get(k) != meta["config"].get(k))
         if diff:
@@ -460,6 +489,68 @@ class Run:
         run = meta["run"]
         self.state = RunState(step=meta["step"], history=run["history"], layer_series=run["layer_series"],
                               hists=run["hists"], wall=run["wall"])
+
+
+def read_checkpoint(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """(arrays, meta) of a checkpoint whose checksum and format version are right.
+
+    Raises:
+        TrainError: unreadable, truncated or corrupt file (checksum), or another format
+            version; a corrupt file's message names the newest good checkpoint before it.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        stored = arrays.pop("sha256", None)
+        ok = stored is not None and stored.dtype == np.uint8 and bytes(stored).decode() == _digest(arrays)
+        meta = json.loads(bytes(arrays["meta"]).decode()) if ok else None
+    except Exception as e:  # noqa: BLE001 - zip, npy header, pickle refusal, truncation, JSON
+        # NumPy's own messages (e.g. advice to pass allow_pickle=True) do not apply here
+        raise TrainError(f"checkpoint {str(path)!r} is corrupt (unreadable: {type(e).__name__})"
+                         f"{_previous_good(path)}") from None
+    if meta is None:
+        raise TrainError(f"checkpoint {str(path)!r} is corrupt (checksum mismatch){_previous_good(path)}")
+    if meta.get("version") != FORMAT_VERSION:
+        raise TrainError(f"checkpoint {str(path)!r} has format version {meta.get('version')}, "
+                         f"this ampref reads and writes version {FORMAT_VERSION}")
+    return arrays, meta
+
+
+def _previous_good(path: Path) -> str:
+    """'; the previous good checkpoint is ...' for a corrupt ``path``, or a hint."""
+    for older in reversed(sorted(p for p in path.parent.glob("step_*.npz") if p.name < path.name)):
+        try:
+            with np.load(older, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+            stored = arrays.pop("sha256", None)
+            if stored is not None and bytes(stored).decode() == _digest(arrays):
+                return (f"; the newest good checkpoint before it is {str(older)!r}: delete or move "
+                        f"{path.name} and run --resume again to continue from there")
+        except Exception:  # noqa: BLE001 - any unreadable older file is skipped
+            continue
+    return "; no good checkpoint precedes it (start the run again without --resume)"
+
+
+def checkpoint_config(out: str | Path) -> tuple[TrainConfig, Path]:
+    """The configuration (with its target steps) stored in the newest checkpoint of the run
+    in ``out``, and that checkpoint: ``--resume`` needs only ``--out``.
+
+    Raises:
+        TrainError: no checkpoint there, or it is corrupt (see :func:`read_checkpoint`).
+    """
+    ck = Path(out) / "ckpt"
+    last = latest_checkpoint(ck)
+    if last is None:
+        raise TrainError(f"--resume: no checkpoint in {str(ck)!r} (nothing to continue; "
+                         "run without --resume first)")
+    _, meta = read_checkpoint(last)
+    stored = dict(meta["config"])
+    stored["skip_steps"] = tuple(stored.get("skip_steps", ()))
+    try:
+        cfg = TrainConfig(steps=int(meta["target_steps"]), **stored)
+    except TypeError as e:
+        raise TrainError(f"checkpoint {str(last)!r} holds an unknown configuration: {e}") from None
+    return cfg, last
 
 
 def _atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -494,6 +585,25 @@ def latest_checkpoint(folder: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def _tidy(out: Path, ck: Path, *, resume: bool) -> None:
+    """Remove temporary files of writes that were killed (``.tmp-*``, only ampref writes
+    them) and, for a fresh run, the previous run's checkpoints, so that a later
+    ``--resume`` can never pick another run's checkpoint (TRN-CKP-002)."""
+    stale = [p for folder in (out, ck) if folder.is_dir() for p in folder.glob(".tmp-*")]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    if stale:
+        print(f"ampref train: removed {len(stale)} temporary file(s) of an interrupted write "
+              f"in {str(out)!r}", file=sys.stderr)
+    old = sorted(ck.glob("step_*.npz")) if ck.is_dir() and not resume else []
+    if old:
+        print(f"ampref train: warning: {str(out)!r} held {len(old)} checkpoint(s) of an earlier "
+              f"run (up to {old[-1].name}); a fresh run replaces them (use --resume to continue "
+              "that run instead)", file=sys.stderr)
+        for p in old:
+            p.unlink()
+
+
 # -- driver -------------------------------------------------------------------------------------
 
 def _need_matplotlib() -> None:
@@ -502,6 +612,13 @@ def _need_matplotlib() -> None:
     except ImportError:
         raise TrainError("the numerics report needs matplotlib: pip install 'ampref[plot]' "
                          "(or pass --no-report)") from None
+
+
+def _out_path(out: str | Path) -> Path:
+    if not str(out).strip():
+        raise TrainError("--out must name an output folder, got an empty path "
+                         "(the default is runs/train)")
+    return Path(out)
 
 
 def _check_out(out: Path) -> None:
@@ -524,15 +641,17 @@ def train(cfg: TrainConfig, out: str | Path, *, resume: bool = False, progress: 
     cfg.validate()
     if report:
         _need_matplotlib()
-    out = Path(out)
+    out = _out_path(out)
+    ck = out / "ckpt"
+    last = latest_checkpoint(ck) if resume else None
+    if resume and last is None:  # refuse before creating any folder
+        raise TrainError(f"--resume: no checkpoint in {str(ck)!r} (nothing to continue; "
+                         "run without --resume first)")
     _check_out(out)
+    _tidy(out, ck, resume=resume)
     corpus = Corpus(load_corpus(cfg.data), cfg.context)
     run = Run(cfg, corpus)
-    ck = out / "ckpt"
-    if resume:
-        last = latest_checkpoint(ck)
-        if last is None:
-            raise TrainError(f"--resume: no checkpoint in {str(ck)!r}")
+    if last is not None:
         run.load_checkpoint(last)
         if run.state.step > cfg.steps:
             raise TrainError(f"--resume: the checkpoint is at step {run.state.step}, beyond --steps {cfg.steps}")
@@ -625,7 +744,11 @@ def compare(cfg: TrainConfig, modes: list[str], out: str | Path, *, progress: bo
     for m in modes:
         if m not in MODES:
             raise TrainError(f"unknown precision mode {m!r}; choose one of {', '.join(MODES)}")
-    out = Path(out)
+    dup = sorted({m for m in modes if modes.count(m) > 1})
+    if dup:
+        raise TrainError(f"--compare lists {', '.join(dup)} more than once; each mode runs once "
+                         "into its own folder")
+    out = _out_path(out)
     _check_out(out)
     rows = []
     for m in modes:

@@ -12,6 +12,7 @@ Two independent references (FMT-VER-001):
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,10 @@ from .srhash import random_bits_at
 __all__ = ["reference_quantize", "VerifyResult", "verify", "verify_block"]
 
 _BLOCK = 1 << 22
+
+
+#: at most this many worker processes (more only add start-up cost and memory)
+MAX_WORKERS = 4 * (os.cpu_count() or 1)
 
 
 def reference_quantize(x: npt.NDArray[np.float32], fmt: Format, rnd: RoundingMode, *,
@@ -197,8 +202,9 @@ def verify(fmt: str | Format, rounding: str = "nearest_even", *, stride: int = 1
     fmt_obj, rnd = get_format(fmt), get_rounding(rounding)
     if not isinstance(stride, int) or stride < 1:
         raise ValueError(f"stride must be a positive int, got {stride!r}")
-    if not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive int, got {workers!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise ValueError(f"workers must be an int in [1, {MAX_WORKERS}] (processes on this "
+                         f"machine's {os.cpu_count() or 1} cores), got {workers!r}")
     span = _BLOCK * stride
     jobs = [(s, min(s + span, 1 << 32), stride, fmt_obj.name, rnd.value, saturate, subnormals, seed)
             for s in range(0, 1 << 32, span)]

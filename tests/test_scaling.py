@@ -239,8 +239,8 @@ def test_scale_loss_follows_torch_promotion() -> None:
     assert big.dtype == np.float16 and np.isinf(big).all()  # as torch: [inf, inf, inf]
 
 
-@pytest.mark.clause("SCL-STA-002")
-@pytest.mark.parametrize("name", [n for n in PROFILES if n != "torch"])
+@pytest.mark.clause("SCL-STA-002", "SCL-STA-003")
+@pytest.mark.parametrize("name", list(PROFILES))
 def test_every_field_survives_state_dict_copy_and_pickle_round_trips(name: str) -> None:
     overrides = {k: v for k, v in dict(init_scale=1024.0, growth_interval=7, min_scale=0.125,
                                        hysteresis=3, max_scale=2.0**30, growth_factor=3.0,
@@ -251,10 +251,11 @@ def test_every_field_survives_state_dict_copy_and_pickle_round_trips(name: str) 
     s = LossScaler.from_profile(name, **overrides)
     for f in ".x..x.":
         s.update(f == "x")
-    sd = json.loads(json.dumps(s.state_dict()))
+    sd = json.loads(json.dumps(s.state_dict(full=True)))
     t = LossScaler.from_profile(name)
     t.load_state_dict(sd)
     assert t.config == s.config and t.state == s.state
+    assert s.state.step == 6 and s.state.last_overflow == 5
     for clone in (copy.deepcopy(s), pickle.loads(pickle.dumps(s))):
         assert clone.config == s.config and clone.state == s.state
     with pytest.raises(ValueError, match="loaded into a"):
@@ -340,3 +341,74 @@ def test_transition_is_pure() -> None:
     a = transition(cfg, st0, True)
     b = transition(cfg, st0, True)
     assert a == b and st0.scale == 2.0**16
+
+
+@pytest.mark.clause("SCL-STA-003")
+@pytest.mark.parametrize("field,value,err", [
+    ("scale", -1.0, "must be >= 0 and not NaN"),
+    ("scale", float("nan"), "must be >= 0 and not NaN"),
+    ("scale", float("inf"), "scale inf is unreachable"),
+    ("scale", None, "scale must be a number"),
+    ("scale", "65536", "scale must be a number"),
+    ("scale", 0.1, "not a float32 value"),
+    ("growth_tracker", -1, "growth_tracker must be an int >= 0"),
+    ("growth_tracker", 2.5, "growth_tracker must be an int"),
+    ("step", -3, "step must be an int >= 0"),
+    ("last_overflow", 99, "last_overflow must lie in"),
+    ("hysteresis_tracker", 5, "exceeds the configured hysteresis"),
+])
+def test_loading_refuses_unreachable_states_as_construction_does(field: str, value: object, err: str) -> None:
+    s = LossScaler.from_profile("torch")
+    sd = s.state_dict(full=True)
+    sd["state"][field] = value
+    with pytest.raises((ValueError, TypeError), match=err):
+        LossScaler.from_profile("torch").load_state_dict(sd)
+
+
+@pytest.mark.clause("SCL-STA-003")
+def test_a_torch_dict_with_bad_values_is_refused_not_truncated() -> None:
+    s = LossScaler.from_profile("torch")
+    for key, value, err in (("growth_interval", 2.5, "growth_interval must be a positive int"),
+                            ("scale", 0.0, None), ("scale", float("nan"), "not NaN"),
+                            ("_growth_tracker", -2, "growth_tracker must be an int >= 0"),
+                            ("growth_factor", "2", "growth_factor must be a number")):
+        sd = s.state_dict()
+        sd[key] = value
+        if err is None:  # torch's scale can reach 0 by repeated backoff: reachable, loadable
+            LossScaler.from_profile("torch").load_state_dict(sd)
+            continue
+        with pytest.raises((ValueError, TypeError), match=err):
+            LossScaler.from_profile("torch").load_state_dict(sd)
+
+
+@pytest.mark.clause("SCL-STA-003")
+def test_a_missing_field_never_falls_back_to_a_default() -> None:
+    s = LossScaler.from_profile("deepspeed")
+    sd = s.state_dict()
+    del sd["config"]["hysteresis"]
+    with pytest.raises(ValueError, match=r"missing \['hysteresis'\]"):
+        LossScaler.from_profile("deepspeed").load_state_dict(sd)
+
+
+@pytest.mark.clause("SCL-STA-003", "SCL-PRF-000")
+def test_construction_refuses_scales_the_profile_cannot_hold_and_inverted_bounds() -> None:
+    with pytest.raises(ValueError, match=r"init_scale 1e\+39 becomes inf when stored as float32"):
+        LossScaler.from_profile("torch", init_scale=1e39)
+    with pytest.raises(ValueError, match=r"init_scale 1e-50 becomes 0.0"):
+        LossScaler.from_profile("torch", init_scale=1e-50)
+    with pytest.raises(ValueError, match="min_scale 8.0 exceeds max_scale 4.0"):
+        ScalerConfig(min_scale=8.0, max_scale=4.0, floor="clamp")
+    with pytest.raises(ValueError, match="growth_factor must satisfy 1.0 < growth_factor.*got 0.0"):
+        LossScaler.from_profile("jmp", growth_factor=0)
+    with pytest.raises(TypeError, match=r"use LossScaler.from_profile\('torch'\)"):
+        LossScaler("torch")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="static loss scale 1e\\+39 is outside float32's range"):
+        StaticLossScaler(1e39)
+
+
+@pytest.mark.clause("SCL-STA-003")
+def test_found_inf_must_be_a_bool_not_a_truthy_string() -> None:
+    s = LossScaler.from_profile("torch")
+    with pytest.raises(TypeError, match="found_inf must be a bool.*str: 'no'"):
+        s.update("no")  # type: ignore[arg-type]
+    assert s.update(np.bool_(False)) is True
