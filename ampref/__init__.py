@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from . import accumulation, fp8scaling, functional, nn, optim, scaling, tensorcore
-from . import autocast as _autocast_module
+from . import accumulation, amp, fp8scaling, functional, nn, optim, scaling, tensorcore
 from .accumulation import error_bound, matmul
-from .autocast import MixedPolicy, Policy, get_policy, load_policy
+from .autocast_mode import MixedPolicy, Policy, autocast, get_policy, load_policy
 from .cast import as_ml_dtype, decode, encode, quantize, value_table
 from .formats import FORMATS, Encoding, Format, format_names, get_format
 from .rounding import RoundingMode, get_rounding
-from .scaling import LossScaler, StaticLossScaler, clip_grad_norm
+from .scaling import LossScaler, StaticLossScaler
 from .tensor import Tensor, no_grad, tensor
-
-autocast = _autocast_module.autocast
 
 __version__ = "0.1.0"
 
@@ -25,10 +22,10 @@ bfloat16 = FORMATS["bfloat16"]
 
 __all__ = [
     "FORMATS", "Encoding", "Format", "LossScaler", "RoundingMode", "StaticLossScaler",
-    "clip_grad_norm", "fp8scaling", "scaling", "accumulation", "as_ml_dtype", "decode",
+    "fp8scaling", "scaling", "accumulation", "as_ml_dtype", "decode",
     "encode", "error_bound", "matmul", "tensorcore",
     "format_names", "get_format", "get_rounding", "quantize", "value_table",
     "Tensor", "tensor", "no_grad", "autocast", "Policy", "MixedPolicy", "get_policy",
-    "load_policy", "functional", "nn", "optim",
+    "load_policy", "functional", "nn", "optim", "amp",
     *FORMATS,
 ]

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from . import autocast as _ac
+from . import autocast_mode as _ac
 from .formats import Format, get_format
 from .tensor import Node, Tensor, is_grad_enabled, round_to, storage_dtype
 
@@ -133,18 +133,25 @@ def _shape(v: Any) -> tuple[int, ...]:
     return tuple(v.shape) if hasattr(v, "shape") else ()
 
 
+def _flag(name: str, v: Any) -> bool:
+    """A bool argument; a truthy string or number is refused rather than guessed."""
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(v).__name__}: {v!r}")
+    return bool(v)
+
+
 def _check_tensor(x: Any, op: str) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{op} expects an ampref.Tensor, got {type(x).__name__}")
     return x
 
 
-def to_format(x: Tensor, fmt: str | Format) -> Tensor:
+def to_format(input: Tensor, fmt: str | Format) -> Tensor:
     """Cast (one rounding, nearest-even, from the exact stored value; ENG-CST-001).
 
     The derivative passes the gradient back, rounded to the source format.
     """
-    x = _check_tensor(x, "to_format")
+    x = _check_tensor(input, "to_format")
     f = get_format(fmt)
     if f == x.format:
         return x
@@ -200,9 +207,9 @@ def _grads_for(a: Any, b: Any, ga: Any, gb: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def add(a: Any, b: Any) -> Tensor:
-    """a + b (broadcasting)."""
-    a, b, fmt, be = _binary_inputs("add", a, b)
+def add(input: Any, other: Any) -> Tensor:
+    """input + other (broadcasting)."""
+    a, b, fmt, be = _binary_inputs("add", input, other)
     x, y = _val(be, a, fmt), _val(be, b, fmt)
     with np.errstate(all="ignore"):
         out = round_to(be, x + y, fmt)
@@ -212,9 +219,9 @@ def add(a: Any, b: Any) -> Tensor:
     return _make(be, out, fmt, "add", _parents(a, b), bwd)
 
 
-def sub(a: Any, b: Any) -> Tensor:
-    """a - b (broadcasting)."""
-    a, b, fmt, be = _binary_inputs("sub", a, b)
+def sub(input: Any, other: Any) -> Tensor:
+    """input - other (broadcasting)."""
+    a, b, fmt, be = _binary_inputs("sub", input, other)
     x, y = _val(be, a, fmt), _val(be, b, fmt)
     with np.errstate(all="ignore"):
         out = round_to(be, x - y, fmt)
@@ -224,9 +231,9 @@ def sub(a: Any, b: Any) -> Tensor:
     return _make(be, out, fmt, "sub", _parents(a, b), bwd)
 
 
-def mul(a: Any, b: Any) -> Tensor:
-    """a * b (broadcasting)."""
-    a, b, fmt, be = _binary_inputs("mul", a, b)
+def mul(input: Any, other: Any) -> Tensor:
+    """input * other (broadcasting)."""
+    a, b, fmt, be = _binary_inputs("mul", input, other)
     x, y = _val(be, a, fmt), _val(be, b, fmt)
     with np.errstate(all="ignore"):
         out = round_to(be, x * y, fmt)
@@ -237,9 +244,9 @@ def mul(a: Any, b: Any) -> Tensor:
     return _make(be, out, fmt, "mul", _parents(a, b), bwd)
 
 
-def div(a: Any, b: Any) -> Tensor:
-    """a / b (broadcasting); x/0 = ±inf, 0/0 = NaN."""
-    a, b, fmt, be = _binary_inputs("div", a, b)
+def div(input: Any, other: Any) -> Tensor:
+    """input / other (broadcasting); x/0 = ±inf, 0/0 = NaN."""
+    a, b, fmt, be = _binary_inputs("div", input, other)
     x, y = _val(be, a, fmt), _val(be, b, fmt)
     with np.errstate(all="ignore"):
         out = round_to(be, x / y, fmt)
@@ -252,9 +259,10 @@ def div(a: Any, b: Any) -> Tensor:
     return _make(be, out, fmt, "div", _parents(a, b), bwd)
 
 
-def pow(a: Any, b: Any) -> Tensor:
-    """a ** b. Autocast name ``pow`` (fp32 under torch-cuda). x^p computed in float64."""
-    a, b, fmt, be = _binary_inputs("pow", a, b)
+def pow(input: Any, exponent: Any) -> Tensor:
+    """input ** exponent. Autocast name ``pow`` (fp32 under torch-cuda). x^p computed in
+    float64."""
+    a, b, fmt, be = _binary_inputs("pow", input, exponent)
     x, y = _val(be, a, fmt), _val(be, b, fmt)
     out = round_to(be, _math(be, fmt, lambda xp, u, v: xp.power(u, v), x, y), fmt)
 
@@ -268,17 +276,23 @@ def pow(a: Any, b: Any) -> Tensor:
     return _make(be, out, fmt, "pow", _parents(a, b), bwd)
 
 
-def neg(x: Tensor) -> Tensor:
-    """-x (exact)."""
-    x = _check_tensor(x, "neg")
+def neg(input: Tensor) -> Tensor:
+    """-input (exact)."""
+    x = _check_tensor(input, "neg")
     return _make(x.backend, -x.data, x.format, "neg", [x], lambda g: (-g,))
 
 
-def masked_fill(x: Tensor, mask: Any, value: float) -> Tensor:
-    """Where ``mask`` (bool array, broadcast) is True the value (rounded to x's format)."""
-    x = _check_tensor(x, "masked_fill")
+def masked_fill(input: Tensor, mask: Any, value: float) -> Tensor:
+    """Where ``mask`` (bool array, broadcast) is True the value (rounded to x's format).
+
+    Raises:
+        TypeError: ``mask`` is not boolean.
+    """
+    x = _check_tensor(input, "masked_fill")
     be = x.backend
-    m = be.xp.asarray(mask, dtype=bool)
+    m = be.xp.asarray(mask.data if isinstance(mask, Tensor) else mask)
+    if m.dtype != bool:
+        raise TypeError(f"masked_fill needs a boolean mask, got dtype {m.dtype}")
     fill = round_to(be, be.xp.asarray([value], dtype=be.xp.float64), x.format)[0]
     out = be.xp.where(m, fill, x.data).astype(x.data.dtype)
 
@@ -304,29 +318,29 @@ def _unary(op: str, x: Tensor, f: Any, df: Any, *, exact: bool = False) -> Tenso
     return _make(be, out, fmt, op, [x], bwd)
 
 
-def exp(x: Tensor) -> Tensor:
+def exp(input: Tensor) -> Tensor:
     """e^x; exp(inf) = inf, exp(-inf) = 0, overflow -> inf."""
-    return _unary("exp", x, lambda xp, v: xp.exp(v), lambda g, x, y: g * y)
+    return _unary("exp", input, lambda xp, v: xp.exp(v), lambda g, x, y: g * y)
 
 
-def log(x: Tensor) -> Tensor:
+def log(input: Tensor) -> Tensor:
     """ln x; log(0) = -inf, log(<0) = NaN."""
-    return _unary("log", x, lambda xp, v: xp.log(v), lambda g, x, y: g / x)
+    return _unary("log", input, lambda xp, v: xp.log(v), lambda g, x, y: g / x)
 
 
-def tanh(x: Tensor) -> Tensor:
-    return _unary("tanh", x, lambda xp, v: xp.tanh(v), lambda g, x, y: g * (1 - y * y))
+def tanh(input: Tensor) -> Tensor:
+    return _unary("tanh", input, lambda xp, v: xp.tanh(v), lambda g, x, y: g * (1 - y * y))
 
 
-def sigmoid(x: Tensor) -> Tensor:
+def sigmoid(input: Tensor) -> Tensor:
     """1 / (1 + e^-x), evaluated in float64 as 0.5 * (1 + tanh(x / 2)) (no overflow)."""
-    return _unary("sigmoid", x, lambda xp, v: 0.5 * (1.0 + xp.tanh(0.5 * v)),
+    return _unary("sigmoid", input, lambda xp, v: 0.5 * (1.0 + xp.tanh(0.5 * v)),
                   lambda g, x, y: g * (y * (1 - y)))
 
 
-def relu(x: Tensor) -> Tensor:
+def relu(input: Tensor) -> Tensor:
     """max(x, 0) (exact); relu(NaN) = NaN; derivative 0 at x <= 0."""
-    return _unary("relu", x, lambda xp, v: xp.maximum(v, v.dtype.type(0)), lambda g, x, y: g * (x > 0),
+    return _unary("relu", input, lambda xp, v: xp.maximum(v, v.dtype.type(0)), lambda g, x, y: g * (x > 0),
                   exact=True)
 
 
@@ -346,8 +360,9 @@ def _erf(xp: Any, v: Any) -> Any:
     return xp.asarray(erf(xp.asnumpy(v)))
 
 
-def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """x * Phi(x) (``approximate="none"``, erf form) or the tanh approximation."""
+    x = _check_tensor(input, "gelu")
     if approximate == "none":
         def f(xp: Any, v: Any) -> Any:
             return 0.5 * v * (1.0 + _erf(xp, v / math.sqrt(2.0)))
@@ -378,14 +393,15 @@ def _mm(be: Any, a: Any, b: Any, acc: str, fmt: Format) -> Any:
     return be.matmul(a, b, acc, fmt)
 
 
-def matmul(a: Tensor, b: Tensor, *, accumulation: str = "exact") -> Tensor:
-    """a @ b for 2-D or batched (..., M, K) @ (..., K, N) operands; 1-D operands as torch.
+def matmul(input: Tensor, other: Tensor, *, accumulation: str = "exact") -> Tensor:
+    """input @ other for 2-D or batched (..., M, K) @ (..., K, N) operands; 1-D operands
+    as torch.
 
     Rounding (ENG-MM-001): fl_out(fl32(sum_k a_k b_k)) with the exact sum under the
     default model; ``accumulation`` names any model of :mod:`ampref.accumulation`
     (``sequential``, ``tensorcore:a100``, ...). Autocast name ``matmul``.
     """
-    a, b = _check_tensor(a, "matmul"), _check_tensor(b, "matmul")
+    a, b = _check_tensor(input, "matmul"), _check_tensor(other, "matmul")
     be = _backend(a, b)
     (a, b), _, _ = _ac.cast_inputs("matmul", [a, b])
     fmt = _promote([a.format, b.format])
@@ -421,13 +437,13 @@ def _weighted_inputs(op: str, x: Tensor, weight: Tensor, bias: Tensor | None) ->
     return be, fmt, ins, ins[0], ins[1], (ins[2] if bias is not None else None)
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, *,
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None, *,
            accumulation: str = "exact") -> Tensor:
     """x @ weight.T + bias; y = fl_out(fl32(fl32(exact x.w) + b)) (bias in the epilogue).
 
     Autocast name ``linear`` (lower precision under both torch policies).
     """
-    be, fmt, ins, x, weight, bias = _weighted_inputs("linear", x, weight, bias)
+    be, fmt, ins, x, weight, bias = _weighted_inputs("linear", input, weight, bias)
     if weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: input {x.shape} does not match weight {weight.shape} (out, in)")
     X = x.data.reshape(-1, x.shape[-1])
@@ -455,8 +471,9 @@ def _pair(v: int | tuple[int, int], name: str) -> tuple[int, int]:
     return t  # type: ignore[return-value]
 
 
-def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, *, stride: int | tuple[int, int] = 1,
-           padding: int | tuple[int, int] = 0, accumulation: str = "exact") -> Tensor:
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
+           stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, *,
+           accumulation: str = "exact") -> Tensor:
     """2-D cross-correlation of (N, C, H, W) input with (O, C, kh, kw) weights (ENG-CNV-001).
 
     Computed as an im2col matmul: every output element is one dot product over
@@ -465,7 +482,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, *, stride: int
     patch contributions in float64 in kernel-offset order (i, then j) and rounds once.
     Zero padding. Autocast name ``conv2d`` (lower precision under both torch policies).
     """
-    be, fmt, ins, x, weight, bias = _weighted_inputs("conv2d", x, weight, bias)
+    be, fmt, ins, x, weight, bias = _weighted_inputs("conv2d", input, weight, bias)
     (sh, sw), (ph, pw) = _pair(stride, "stride"), _pair(padding, "padding")
     if x.ndim != 4 or weight.ndim != 4 or x.shape[1] != weight.shape[1]:
         raise ValueError(f"conv2d needs input (N, C, H, W) and weight (O, C, kh, kw) with equal C, "
@@ -507,13 +524,17 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, *, stride: int
 
 # -- reductions -----------------------------------------------------------------------------
 
-def _axes(x: Tensor, axis: Any) -> tuple[int, ...]:
-    if axis is None:
+def _axes(x: Tensor, dim: Any) -> tuple[int, ...]:
+    """Normalised dims (None: all); each must be an int in [-ndim, ndim)."""
+    if dim is None:
         return tuple(range(x.ndim))
-    axs = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axs = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
     for ax in axs:
+        if isinstance(ax, bool) or not isinstance(ax, (int, np.integer)):
+            raise TypeError(f"dim must be an int or a tuple of ints, got {dim!r}")
         if not -x.ndim <= ax < max(x.ndim, 1):
-            raise ValueError(f"axis {ax} is out of range for a tensor of shape {x.shape}")
+            raise ValueError(f"dim {ax} is out of range for a tensor of shape {x.shape} "
+                             f"(valid: {-max(x.ndim, 1)} to {max(x.ndim, 1) - 1})")
     return tuple(int(ax) % max(x.ndim, 1) for ax in axs)
 
 
@@ -524,16 +545,18 @@ def _expand(xp: Any, g: Any, shape: tuple[int, ...], axes: tuple[int, ...], keep
     return xp.broadcast_to(g, shape)
 
 
-def sum(x: Tensor, axis: Any = None, keepdims: bool = False, dtype: str | Format | None = None) -> Tensor:
-    """Sum over ``axis``: fl_out(fl32(exact sum)) (ENG-RED-001).
+def sum(input: Tensor, dim: Any = None, keepdim: bool = False, *,
+        dtype: str | Format | None = None) -> Tensor:
+    """Sum over ``dim`` (all dims when None): fl_out(fl32(exact sum)) (ENG-RED-001).
 
     ``dtype`` sets the output format (torch's ``sum(..., dtype=)``); autocast name
     ``sum`` (fp32_set_opt_dtype under torch-cuda: float32 output).
     """
-    x = _check_tensor(x, "sum")
+    x = _check_tensor(input, "sum")
+    keepdims = _flag("keepdim", keepdim)
     _, forced, _ = _ac.cast_inputs("sum", [x])
     fmt = get_format(dtype) if dtype is not None else (forced or x.format)
-    be, axes = x.backend, _axes(x, axis)
+    be, axes = x.backend, _axes(x, dim)
     out = round_to(be, be.sum(x.data.astype(_dt(fmt)) if _wide(fmt) else x.data, axes, keepdims), fmt)
 
     def bwd(g: Any) -> tuple[Any]:
@@ -541,10 +564,12 @@ def sum(x: Tensor, axis: Any = None, keepdims: bool = False, dtype: str | Format
     return _make(be, out, fmt, "sum", [x], bwd)
 
 
-def mean(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-    """Mean: fl_out(fl32(fl32(exact sum) / n)). Not an autocast-listed op."""
-    x = _check_tensor(x, "mean")
-    be, axes = x.backend, _axes(x, axis)
+def mean(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Mean over ``dim`` (all dims when None): fl_out(fl32(fl32(exact sum) / n)). Not an
+    autocast-listed op."""
+    x = _check_tensor(input, "mean")
+    keepdims = _flag("keepdim", keepdim)
+    be, axes = x.backend, _axes(x, dim)
     n = math.prod(x.shape[a] for a in axes) if axes else 1
     s = be.sum(x.data, axes, keepdims)
     with np.errstate(all="ignore"):
@@ -557,8 +582,8 @@ def mean(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
 
 # -- shape ops (exact) -------------------------------------------------------------------------
 
-def reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
-    x = _check_tensor(x, "reshape")
+def reshape(input: Tensor, shape: Sequence[int]) -> Tensor:
+    x = _check_tensor(input, "reshape")
     try:
         out = x.data.reshape(tuple(shape))
     except ValueError as e:
@@ -566,9 +591,14 @@ def reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
     return _make(x.backend, out, x.format, "reshape", [x], lambda g: (g.reshape(x.shape),))
 
 
-def transpose(x: Tensor, dim0: int = -2, dim1: int = -1) -> Tensor:
-    """Swap two axes (the last two by default); 1-D tensors are returned unchanged."""
-    x = _check_tensor(x, "transpose")
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """Swap dims ``dim0`` and ``dim1``; a 1-D tensor with dims 0/-1 is returned unchanged.
+
+    Raises:
+        ValueError: a dim out of range for the tensor's shape (shape named).
+    """
+    x = _check_tensor(input, "transpose")
+    _axes(x, (dim0, dim1))
     if x.ndim < 2:
         return x
     out = x.backend.xp.swapaxes(x.data, dim0, dim1)
@@ -576,17 +606,17 @@ def transpose(x: Tensor, dim0: int = -2, dim1: int = -1) -> Tensor:
                  lambda g: (x.backend.xp.swapaxes(g, dim0, dim1),))
 
 
-def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
-    x = _check_tensor(x, "broadcast_to")
+def broadcast_to(input: Tensor, shape: Sequence[int]) -> Tensor:
+    x = _check_tensor(input, "broadcast_to")
     be = x.backend
     out = be.xp.broadcast_to(x.data, tuple(shape))
     return _make(be, out, x.format, "broadcast_to", [x], lambda g: (_sum_to(be, g, x.shape),))
 
 
-def index(x: Tensor, idx: Any) -> Tensor:
+def index(input: Tensor, idx: Any) -> Tensor:
     """x[idx] (basic and integer-array indexing). Gradients of repeated indices add in
     float64 in index order, then round once (ENG-IDX-001)."""
-    x = _check_tensor(x, "index")
+    x = _check_tensor(input, "index")
     be = x.backend
     if isinstance(idx, Tensor):
         idx = idx.data.astype(np.int64)
@@ -599,12 +629,12 @@ def index(x: Tensor, idx: Any) -> Tensor:
     return _make(be, be.xp.asarray(out), x.format, "index", [x], bwd)
 
 
-def embedding(ids: Any, weight: Tensor) -> Tensor:
+def embedding(input: Any, weight: Tensor) -> Tensor:
     """weight[ids]; the weight gradient is a one-hot matmul, so each row's sum is exact
     then rounded once (ENG-IDX-002). Not autocast-listed: output in weight's format."""
     weight = _check_tensor(weight, "embedding")
     be = weight.backend
-    ids_arr = be.xp.asarray(ids.data if isinstance(ids, Tensor) else ids)
+    ids_arr = be.xp.asarray(input.data if isinstance(input, Tensor) else input)
     if ids_arr.dtype.kind not in "iu":
         raise TypeError(f"embedding ids must be integers, got dtype {ids_arr.dtype}")
     V = weight.shape[0]
@@ -622,11 +652,12 @@ def embedding(ids: Any, weight: Tensor) -> Tensor:
     return _make(be, out, weight.format, "embedding", [weight], bwd)
 
 
-def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Concatenate along ``axis``; autocast name ``cat`` (promote under torch-cpu)."""
+def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Concatenate along ``dim``; autocast name ``cat`` (promote under torch-cpu)."""
     ts = [_check_tensor(t, "concat") for t in tensors]
     if not ts:
         raise ValueError("concat needs at least one tensor")
+    axis = _axes(ts[0], dim)[0]
     be = _backend(*ts)
     ts, _, _ = _ac.cast_inputs("cat", ts)
     fmt = _promote([t.format for t in ts])
@@ -641,17 +672,18 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 
 # -- dropout ------------------------------------------------------------------------------
 
-def dropout(x: Tensor, p: float, *, seed: int, offset: int = 0, training: bool = True) -> Tensor:
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, *, seed: int,
+            offset: int = 0) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by fl32(1/(1-p)).
 
     Element i (flat, C order) is dropped when ``bits(seed, offset + i) < round(p*2^32)``
     with the counter-based hash of :mod:`ampref.srhash` (ENG-DRP-001): the same mask
     on every backend, no global RNG.
     """
-    x = _check_tensor(x, "dropout")
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-    if not training or p == 0.0:
+    x = _check_tensor(input, "dropout")
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be a number in [0, 1), got {p!r}")
+    if not _flag("training", training) or p == 0.0:
         return x
     be = x.backend
     bits = be.random_bits(seed, offset, x.size).reshape(x.shape)
@@ -664,28 +696,30 @@ def dropout(x: Tensor, p: float, *, seed: int, offset: int = 0, training: bool =
 
 # -- normalisation and softmax --------------------------------------------------------------------
 
-def _shifted_exp(op: str, x: Tensor, axis: int, dtype: str | Format | None) -> tuple[Any, ...]:
+def _shifted_exp(op: str, x: Tensor, dim: int, dtype: str | Format | None) -> tuple[Any, ...]:
     """Shared first steps of softmax and log_softmax: the output format (``dtype``, the
     policy's forced float32, or x's), the compute format, the row max, e = fl32(exp(x -
     max)) and s = fl32(exact sum e)."""
     x = _check_tensor(x, op)
-    _axes(x, axis)  # a ValueError naming the axis and the shape
+    if dim is None or isinstance(dim, (tuple, list)):
+        raise TypeError(f"{op} needs one int dim, got {dim!r}")
+    axis = _axes(x, dim)[0]
     _, forced, _ = _ac.cast_inputs(op, [x])
     fmt = get_format(dtype) if dtype is not None else (forced or x.format)
     be = x.backend
     cf = F64 if _wide(fmt) or _wide(x.format) else F32
     m = be.xp.max(x.data, axis=axis, keepdims=True)
     e = _math(be, cf, lambda xp, v, mm: xp.exp(v - mm), x.data, m)
-    return x, fmt, cf, m, e, be.sum(e, axis, True)
+    return x, fmt, cf, axis, m, e, be.sum(e, axis, True)
 
 
-def softmax(x: Tensor, axis: int = -1, dtype: str | Format | None = None) -> Tensor:
+def softmax(input: Tensor, dim: int, *, dtype: str | Format | None = None) -> Tensor:
     """e_i = fl32(exp(x_i - max)), s = fl32(exact sum e), y = fl_out(fl32(e_i / s)).
 
     A row of all -inf gives NaN; +inf in a row gives NaN. Autocast name ``softmax``
     (fp32_set_opt_dtype under torch-cuda: float32 output; unlisted on CPU).
     """
-    x, fmt, cf, _m, e, s = _shifted_exp("softmax", x, axis, dtype)
+    x, fmt, cf, axis, _m, e, s = _shifted_exp("softmax", input, dim, dtype)
     be = x.backend
     with np.errstate(all="ignore"):
         out = round_to(be, e / s, fmt)
@@ -698,12 +732,12 @@ def softmax(x: Tensor, axis: int = -1, dtype: str | Format | None = None) -> Ten
     return _make(be, out, fmt, "softmax", [x], bwd)
 
 
-def log_softmax(x: Tensor, axis: int = -1, dtype: str | Format | None = None) -> Tensor:
+def log_softmax(input: Tensor, dim: int, *, dtype: str | Format | None = None) -> Tensor:
     """y = fl_out(fl32((x - max) - ln s)) with s = fl32(exact sum fl32(exp(x - max))).
 
     Autocast name ``log_softmax`` (fp32_set_opt_dtype under torch-cuda).
     """
-    x, fmt, cf, m, _e, s = _shifted_exp("log_softmax", x, axis, dtype)
+    x, fmt, cf, axis, m, _e, s = _shifted_exp("log_softmax", input, dim, dtype)
     be = x.backend
     out = round_to(be, _math(be, cf, lambda xp, v, mm, ss: (v - mm) - xp.log(ss), x.data, m, s), fmt)
 
@@ -714,11 +748,31 @@ def log_softmax(x: Tensor, axis: int = -1, dtype: str | Format | None = None) ->
     return _make(be, out, fmt, "log_softmax", [x], bwd)
 
 
-def _check_affine(op: str, x: Tensor, *params: Tensor | None) -> None:
+def _norm_axes(op: str, x: Tensor, normalized_shape: Any, *params: Tensor | None) -> tuple[int, ...]:
+    """The trailing dims that ``normalized_shape`` names; weight and bias must have it.
+
+    Raises:
+        ValueError: ``normalized_shape`` is not the trailing shape of the input, or a
+            weight/bias of another shape (all shapes named).
+    """
+    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else \
+        tuple(normalized_shape)
+    k = len(shape)
+    if k == 0 or k > x.ndim or tuple(x.shape[x.ndim - k:]) != tuple(int(d) for d in shape):
+        raise ValueError(f"{op}: normalized_shape {tuple(shape)} must be the trailing dims of the "
+                         f"input's shape {x.shape}")
     for t in params:
-        if t is not None and t.shape != x.shape[-1:]:
-            raise ValueError(f"{op}: weight/bias shape {t.shape} does not match the normalised "
-                             f"axis of input {x.shape} (expected {x.shape[-1:]})")
+        if t is not None and t.shape != tuple(shape):
+            raise ValueError(f"{op}: weight/bias shape {t.shape} does not match normalized_shape "
+                             f"{tuple(shape)}")
+    return tuple(range(x.ndim - k, x.ndim))
+
+
+def _check_eps(op: str, eps: Any) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating)) or \
+            not (math.isfinite(eps) and eps >= 0):
+        raise ValueError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
+    return float(eps)
 
 
 def _norm_affine(be: Any, xhat: Any, weight: Tensor | None, bias: Tensor | None) -> Any:
@@ -737,17 +791,24 @@ def _rstd(be: Any, fmt: Format, var: Any, eps: float) -> Any:
     return _math(be, cf, lambda xp, v: 1.0 / xp.sqrt(v), var + _dt(cf)(eps))
 
 
-def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
-               eps: float = 1e-5) -> Tensor:
-    """Normalise the last axis (ENG-NRM-001), all steps in float32:
+def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-05) -> Tensor:
+    """Normalise over the trailing dims ``normalized_shape`` (ENG-NRM-001), all steps in
+    float32:
 
     mu = fl32(fl32(sum x) / n); d = fl32(x - mu); var = fl32(fl32(sum fl32(d*d)) / n);
     r = fl32(1 / sqrt(fl32(var + eps))) (sqrt and division in float64);
     y = fl_out(fl32(fl32(d * r) * w) + b). Output format: x's (after autocast, which
-    casts to float32 under torch-cuda). Autocast name ``layer_norm``.
+    casts to float32 under torch-cuda). Autocast name ``layer_norm``. A constant row
+    gives d = 0 and y = b; NaN/inf in a row make the row NaN.
+
+    Raises:
+        ValueError: ``normalized_shape`` not trailing, weight/bias of another shape,
+            or ``eps`` negative or not finite.
     """
-    x = _check_tensor(x, "layer_norm")
-    _check_affine("layer_norm", x, weight, bias)
+    x = _check_tensor(input, "layer_norm")
+    axes = _norm_axes("layer_norm", x, normalized_shape, weight, bias)
+    eps = _check_eps("layer_norm", eps)
     ins = [x] + [t for t in (weight, bias) if t is not None]
     ins, _, _listed = _ac.cast_inputs("layer_norm", ins)
     x = ins[0]
@@ -756,12 +817,12 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     bias = next(rest) if bias is not None else None
     be, fmt = x.backend, x.format
     dt = _dt(F64 if _wide(fmt) else F32)
-    n = x.shape[-1]
+    n = math.prod(x.shape[a] for a in axes)
     X = x.data.astype(dt)
     with np.errstate(all="ignore"):
-        mu = be.sum(X, -1, True) / dt(n)
+        mu = be.sum(X, axes, True) / dt(n)
         d = X - mu
-        r = _rstd(be, fmt, be.sum(d * d, -1, True) / dt(n), eps)
+        r = _rstd(be, fmt, be.sum(d * d, axes, True) / dt(n), eps)
         xhat = d * r
     out = round_to(be, _norm_affine(be, xhat, weight, bias), fmt)
 
@@ -769,10 +830,10 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
         G = g.astype(dt)
         with np.errstate(all="ignore"):
             gxh = G * weight.data.astype(dt) if weight is not None else G
-            s1 = be.sum(gxh, -1, True)
-            s2 = be.sum(gxh * xhat, -1, True)
+            s1 = be.sum(gxh, axes, True)
+            s2 = be.sum(gxh * xhat, axes, True)
             gx = (r / dt(n)) * ((dt(n) * gxh - s1) - xhat * s2)
-            lead = tuple(range(x.ndim - 1))
+            lead = tuple(range(x.ndim - len(axes)))
             res: list[Any] = [gx]
             if weight is not None:
                 res.append(be.sum(G * xhat, lead))
@@ -782,20 +843,27 @@ def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = No
     return _make(be, out, fmt, "layer_norm", [t for t in (x, weight, bias) if t is not None], bwd)
 
 
-def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
-    """ms = fl32(fl32(sum fl32(x*x)) / n); r = fl32(1/sqrt(fl32(ms + eps)));
-    y = fl_out(fl32(fl32(x * r) * w)). Autocast name ``rms_norm``."""
-    x = _check_tensor(x, "rms_norm")
-    _check_affine("rms_norm", x, weight)
+def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    """ms = fl32(fl32(sum fl32(x*x)) / n) over ``normalized_shape``; r = fl32(1/sqrt(fl32(ms
+    + eps))); y = fl_out(fl32(fl32(x * r) * w)). ``eps=None`` is the input format's
+    machine epsilon, as torch's ``finfo(input.dtype).eps``. Autocast name ``rms_norm``.
+
+    Raises:
+        ValueError: as :func:`layer_norm`.
+    """
+    x = _check_tensor(input, "rms_norm")
+    axes = _norm_axes("rms_norm", x, normalized_shape, weight)
+    eps = x.format.eps if eps is None else _check_eps("rms_norm", eps)
     ins, _, _ = _ac.cast_inputs("rms_norm", [x] + ([weight] if weight is not None else []))
     x = ins[0]
     weight = ins[1] if weight is not None else None
     be, fmt = x.backend, x.format
     dt = _dt(F64 if _wide(fmt) else F32)
-    n = x.shape[-1]
+    n = math.prod(x.shape[a] for a in axes)
     X = x.data.astype(dt)
     with np.errstate(all="ignore"):
-        r = _rstd(be, fmt, be.sum(X * X, -1, True) / dt(n), eps)
+        r = _rstd(be, fmt, be.sum(X * X, axes, True) / dt(n), eps)
         xhat = X * r
     out = round_to(be, _norm_affine(be, xhat, weight, None), fmt)
 
@@ -803,20 +871,20 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
         G = g.astype(dt)
         with np.errstate(all="ignore"):
             gxh = G * weight.data.astype(dt) if weight is not None else G
-            s = be.sum(gxh * xhat, -1, True) / dt(n)
+            s = be.sum(gxh * xhat, axes, True) / dt(n)
             gx = r * (gxh - xhat * s)
             if weight is None:
                 return (gx,)
-            return gx, be.sum(G * xhat, tuple(range(x.ndim - 1)))
+            return gx, be.sum(G * xhat, tuple(range(x.ndim - len(axes))))
     return _make(be, out, fmt, "rms_norm", [t for t in (x, weight) if t is not None], bwd)
 
 
 # -- losses -------------------------------------------------------------------------------------
 
-def nll_loss(logp: Tensor, target: Any) -> Tensor:
+def nll_loss(input: Tensor, target: Any) -> Tensor:
     """-mean_i logp[i, target_i] = fl_out(fl32(-fl32(exact sum) / N)). Autocast name
     ``nll_loss`` (fp32 under both torch policies)."""
-    logp = _check_tensor(logp, "nll_loss")
+    logp = _check_tensor(input, "nll_loss")
     (logp,), _, _ = _ac.cast_inputs("nll_loss", [logp])
     be, fmt = logp.backend, logp.format
     t = be.xp.asarray(target.data if isinstance(target, Tensor) else target)
@@ -838,14 +906,14 @@ def nll_loss(logp: Tensor, target: Any) -> Tensor:
     return _make(be, out, fmt, "nll_loss", [logp], bwd)
 
 
-def cross_entropy(logits: Tensor, target: Any) -> Tensor:
+def cross_entropy(input: Tensor, target: Any) -> Tensor:
     """nll_loss(log_softmax(logits)) over the last axis, mean over all positions.
 
     Autocast name ``cross_entropy_loss``: listed as fp32 under torch-cpu (the whole
     composite runs in float32); unlisted under torch-cuda, where its parts are cast
     (log_softmax -> float32 output, nll_loss fp32), as torch decomposes it.
     """
-    logits = _check_tensor(logits, "cross_entropy")
+    logits = _check_tensor(input, "cross_entropy")
     (logits,), _, listed = _ac.cast_inputs("cross_entropy_loss", [logits])
     t = target.data if isinstance(target, Tensor) else target
     with _ac.suspended() if listed else nullcontext():
@@ -853,9 +921,9 @@ def cross_entropy(logits: Tensor, target: Any) -> Tensor:
         return nll_loss(log_softmax(flat, -1), flat.backend.xp.asarray(t).reshape(-1))
 
 
-def mse_loss(a: Tensor, b: Any) -> Tensor:
+def mse_loss(input: Tensor, target: Any) -> Tensor:
     """mean((a - b)^2) with the sub/mul/mean rules. Autocast name ``mse_loss`` (fp32)."""
-    a = _check_tensor(a, "mse_loss")
+    a, b = _check_tensor(input, "mse_loss"), target
     ins, _, listed = _ac.cast_inputs("mse_loss", [a] + ([b] if isinstance(b, Tensor) else []))
     a = ins[0]
     b = ins[1] if isinstance(b, Tensor) else b
@@ -864,10 +932,10 @@ def mse_loss(a: Tensor, b: Any) -> Tensor:
         return mean(mul(d, d))
 
 
-def binary_cross_entropy(p: Tensor, y: Any) -> Tensor:
+def binary_cross_entropy(input: Tensor, target: Any) -> Tensor:
     """-mean(y ln p + (1 - y) ln(1 - p)). Banned under torch-cuda autocast (raises with
     torch's advice); fp32 under torch-cpu."""
-    p = _check_tensor(p, "binary_cross_entropy")
+    p, y = _check_tensor(input, "binary_cross_entropy"), target
     ins, _, listed = _ac.cast_inputs("binary_cross_entropy", [p] + ([y] if isinstance(y, Tensor) else []))
     p = ins[0]
     y = ins[1] if isinstance(y, Tensor) else y
@@ -877,27 +945,44 @@ def binary_cross_entropy(p: Tensor, y: Any) -> Tensor:
 
 # -- attention -----------------------------------------------------------------------------------
 
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Any = None,
-                                 is_causal: bool = False, scale: float | None = None,
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Any = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: float | None = None, *,
                                  accumulation: str = "exact") -> Tensor:
     """softmax(q k^T * scale + mask) v over (..., L, E) inputs, as composed engine ops:
 
-    s = fl(fl(q @ k^T) * fl32(scale)); masked positions -inf; p = softmax(s) (float32
-    inside, output in the compute format); out = p @ v. ``scale`` defaults to
-    1/sqrt(E). Autocast name ``scaled_dot_product_attention`` (lower precision; nested
-    ops are not re-cast).
+    s = fl(fl(q @ k^T) * fl32(scale)); positions where the boolean ``attn_mask`` is False
+    (or above the diagonal with ``is_causal``) get -inf; p = softmax(s) (float32 inside,
+    output in the compute format); out = p @ v. ``scale`` defaults to 1/sqrt(E). A row
+    with every position masked gives NaN. Autocast name ``scaled_dot_product_attention``
+    (lower precision; nested ops are not re-cast).
+
+    Raises:
+        TypeError: a non-boolean ``attn_mask`` (additive float masks are not supported).
+        ValueError: ``dropout_p`` other than 0 (attention dropout would need a seed; use
+            :func:`dropout` on the attention weights).
     """
-    q, k, v = (_check_tensor(t, "scaled_dot_product_attention") for t in (q, k, v))
+    q, k, v = (_check_tensor(t, "scaled_dot_product_attention") for t in (query, key, value))
+    if dropout_p != 0.0:
+        raise ValueError(f"scaled_dot_product_attention: dropout_p must be 0.0, got {dropout_p!r} "
+                         "(ampref's dropout is seeded: apply F.dropout(..., seed=...) instead)")
+    mask = None
+    if attn_mask is not None:
+        mask = np.asarray(attn_mask.numpy() if isinstance(attn_mask, Tensor) else attn_mask)
+        if mask.dtype != bool:
+            raise TypeError(f"scaled_dot_product_attention: attn_mask must be boolean (True = "
+                            f"attend), got dtype {mask.dtype}; float masks are not supported")
+    is_causal = _flag("is_causal", is_causal)
     (q, k, v), _, listed = _ac.cast_inputs("scaled_dot_product_attention", [q, k, v])
     with _ac.suspended() if listed else nullcontext():
         sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-        s = mul(matmul(q, transpose(k), accumulation=accumulation), float(sc))
+        s = mul(matmul(q, transpose(k, -2, -1), accumulation=accumulation), float(sc))
         L, S = q.shape[-2], k.shape[-2]
         block = np.zeros((L, S), dtype=bool)
         if is_causal:
             block |= np.triu(np.ones((L, S), dtype=bool), k=1)
         if mask is not None:
-            block = block | ~np.asarray(mask, dtype=bool)
+            block = block | ~mask
         if block.any():
             s = masked_fill(s, block, -np.inf)
         return matmul(softmax(s, -1), v, accumulation=accumulation)

@@ -55,9 +55,13 @@ class Optimizer:
             return None  # the parameter itself is the master (or there is none)
         return p.data.astype(np.float32).copy()
 
-    def zero_grad(self) -> None:
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the gradients: None (default, as torch) or zeros of the same shape."""
         for p in self.params:
-            p.grad = None
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad = p.backend.xp.zeros_like(p.grad)
 
     def grads(self) -> list[Any]:
         return [p.grad for p in self.params]
@@ -91,10 +95,13 @@ class Optimizer:
             # device gradients: unscaled in place, the inf flag stays on the device until
             # scaler.update() reads the step's decision (BKD-SCL-001)
             scaler.unscale_on_device([p.grad for p in self.params], be)
+            for p in self.params:
+                p.grad_scale = None
             return False
         grads, found = scaler.unscale([p.grad for p in self.params])
-        for p, g in zip(self.params, grads):
+        for p, g in zip(self.params, grads, strict=True):
             p.grad = g
+            p.grad_scale = None
         return bool(found)
 
     def _update(self, i: int, w: Any, g: Any) -> Any:
@@ -115,10 +122,17 @@ class Optimizer:
         Raises:
             ValueError: the number of parameters or a buffer shape does not match.
         """
+        keys = {"steps", "lr", "state", "master"}
+        if not isinstance(sd, dict) or set(sd) != keys:
+            got = sorted(sd) if isinstance(sd, dict) else type(sd).__name__
+            raise ValueError(f"an optimizer state dict has the keys {sorted(keys)}, got {got}")
+        if not isinstance(sd["state"], list) or not isinstance(sd["master"], list):
+            raise ValueError("optimizer state dict 'state' and 'master' must be lists (one entry "
+                             "per parameter)")
         if len(sd["state"]) != len(self.params) or len(sd["master"]) != len(self.params):
             raise ValueError(f"optimizer state has {len(sd['state'])} parameters, this optimizer "
                              f"has {len(self.params)}")
-        for p, s, m in zip(self.params, sd["state"], sd["master"]):
+        for p, s, m in zip(self.params, sd["state"], sd["master"], strict=True):
             for k, v in s.items():
                 if np.shape(v) not in ((), p.shape):
                     raise ValueError(f"optimizer buffer {k!r} has shape {np.shape(v)}, parameter {p.shape}")
@@ -141,13 +155,15 @@ class SGD(Optimizer):
     """torch.optim.SGD order: g += wd*w; buf = momentum*buf + (1 - dampening)*g (buf = g
     at the first step); g = g + momentum*buf if nesterov else buf; w -= lr*g."""
 
-    def __init__(self, params: Sequence[Tensor], lr: float, momentum: float = 0.0,
-                 weight_decay: float = 0.0, *, dampening: float = 0.0, nesterov: bool = False,
+    def __init__(self, params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False, *,
                  master_weights: bool = True) -> None:
         super().__init__(params, lr, master_weights=master_weights)
-        for name, v in (("momentum", momentum), ("weight_decay", weight_decay), ("dampening", dampening)):
-            if not 0.0 <= v:
-                raise ValueError(f"{name} must be >= 0, got {v}")
+        for name, v, hi in (("momentum", momentum, 1.0), ("dampening", dampening, 1.0),
+                            ("weight_decay", weight_decay, math.inf)):
+            # momentum >= 1 makes the buffer grow without bound (torch accepts it)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < hi:
+                raise ValueError(f"{name} must be a number in [0, {hi:g}), got {v!r}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("nesterov needs momentum > 0 and dampening 0")
         self.momentum, self.weight_decay = momentum, weight_decay
@@ -178,11 +194,16 @@ class Adam(Optimizer):
     def __init__(self, params: Sequence[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, *, master_weights: bool = True) -> None:
         super().__init__(params, lr, master_weights=master_weights)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
         b1, b2 = betas
         if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
             raise ValueError(f"betas must lie in [0, 1), got {betas}")
-        if eps < 0 or weight_decay < 0:
-            raise ValueError(f"eps and weight_decay must be >= 0, got {eps} and {weight_decay}")
+        # eps = 0 divides by sqrt(v) = 0 for parameters whose gradient was always 0
+        if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
+            raise ValueError(f"eps must be a positive finite number, got {eps!r}")
+        if not (isinstance(weight_decay, (int, float)) and 0 <= weight_decay < math.inf):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
         self.betas, self.eps, self.weight_decay = (b1, b2), eps, weight_decay
 
     def _update(self, i: int, w: Any, g: Any) -> Any:

@@ -57,7 +57,6 @@ __all__ = [
     "StaticLossScaler",
     "check_flag",
     "check_state",
-    "clip_grad_norm",
     "transition",
 ]
 
@@ -385,7 +384,7 @@ class LossScaler:
     """Everyday wrapper around :func:`transition` with torch's call protocol.
 
     ``scale_loss`` -> backward -> ``unscale(grads)`` (optionally per optimizer, and
-    ``clip_grad_norm``) -> ``update()`` returns True when the optimizer step applies.
+    ``ampref.nn.utils.clip_grad_norm_``) -> ``update()`` returns True when the optimizer step applies.
     """
 
     def __init__(self, config: ScalerConfig | None = None, *, profile: str = "custom",
@@ -449,7 +448,9 @@ class LossScaler:
         from .tensor import Tensor
 
         if isinstance(loss, Tensor):
-            return loss * float(self.scale)
+            out = loss * float(self.scale)
+            out.loss_scale = float(self.scale)  # its backward marks the gradients as scaled
+            return out
         arr = np.asarray(loss)
         if arr.dtype.kind != "f":
             raise TypeError(f"scale_loss expects a floating loss, got dtype {arr.dtype}")
@@ -527,6 +528,14 @@ class LossScaler:
             raise RuntimeError("gradients of two device backends in one scaler step")
         backend.unscale_(list(grads), self._device[1])
         self._found[optimizer] = False  # the device row holds the real flag
+
+    def device_found_inf(self) -> bool:
+        """The found flag of this step's device row (one read from the device); False
+        when no gradient was unscaled on a device this step."""
+        if self._device is None:
+            return False
+        backend, row = self._device
+        return bool(backend.read_found(row))
 
     def _device_decision(self, host_found: bool) -> tuple[ScalerState, bool, str] | None:
         """Run the pending device update (if any): (state, found_inf, action)."""
@@ -783,33 +792,6 @@ class StaticLossScaler(LossScaler):
         self.state = st
         self.events.append(ev)
         return ev.applied
-
-
-def clip_grad_norm(grads: list[Any], max_norm: float, *, scaler: LossScaler | None = None,
-                   optimizer: str = "default", error_if_nonfinite: bool = False) -> float:
-    """Clip gradients in place to a total L2 norm (SCL-CLP-001); returns the norm.
-
-    The norm is sqrt(sum of squares) accumulated in float64 over the arrays in order.
-    With a ``scaler`` whose gradients for ``optimizer`` are still scaled, clipping
-    would use the scaled norm: refused with ``RuntimeError``. A non-finite norm leaves
-    the gradients untouched and is returned (or raises with ``error_if_nonfinite``).
-    """
-    _check_range("max_norm", max_norm, lo=0.0, lo_open=True)
-    if scaler is not None and not scaler.is_unscaled(optimizer):
-        raise RuntimeError(f"clip_grad_norm before unscale: optimizer {optimizer!r}'s gradients "
-                           "are still multiplied by the loss scale; call scaler.unscale(grads) first")
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = math.sqrt(sum(float(np.sum(np.asarray(g, np.float64) ** 2)) for g in grads if g is not None))
-    if not math.isfinite(total):
-        if error_if_nonfinite:
-            raise FloatingPointError(f"total gradient norm is {total} (non-finite); nothing clipped")
-        return total
-    coef = max_norm / (total + 1e-6)
-    if coef < 1:
-        for g in grads:
-            if g is not None:
-                g[...] = (g.astype(np.float64) * coef).astype(g.dtype)
-    return total
 
 
 def _ranges(steps: list[int]) -> str:

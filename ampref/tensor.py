@@ -102,11 +102,13 @@ class Tensor:
 
     __slots__ = (
         "__weakref__",
+        "_grad",
         "_retain",
         "backend",
         "data",
         "format",
-        "grad",
+        "grad_scale",
+        "loss_scale",
         "name",
         "node",
         "requires_grad",
@@ -117,12 +119,28 @@ class Tensor:
                  node: Node | None = None, backend: Any = None, name: str | None = None) -> None:
         self.data = data
         self.format = fmt
-        self.grad: Any = None
+        self._grad: Any = None
+        #: the loss scale that ``grad`` is still multiplied by (None: unscaled); set by a
+        #: backward from a scaled loss, cleared by unscaling or by ``grad = None``
+        self.grad_scale: float | None = None
+        #: on a loss multiplied by a loss scaler: that scale (backward marks the gradients)
+        self.loss_scale: float | None = None
         self.requires_grad = requires_grad
         self.node = node
         self.backend = backend if backend is not None else backends.get("numpy")
         self.name = name
         self._retain = False
+
+    @property
+    def grad(self) -> Any:
+        """Accumulated gradient (backend array in this tensor's format) or None."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Any) -> None:
+        self._grad = value
+        if value is None:
+            self.grad_scale = None
 
     # -- basic properties --------------------------------------------------------------
     @property
@@ -195,17 +213,23 @@ class Tensor:
                           self.format).reshape(self.shape)
         order = _topological(self)
         observer = _OBSERVER.get()
+        scaled = self.loss_scale
         grads: dict[int, Any] = {id(self): g0}
         for t in order:  # outputs before inputs
             g = grads.pop(id(t), None)
             if g is None:
                 continue
             if t.node is None or t._retain:
+                if t.grad is None or scaled is not None:
+                    mark = scaled
+                else:
+                    mark = t.grad_scale  # an unscaled contribution keeps an earlier mark
                 t.grad = g if t.grad is None else round_to(be, t.grad + g, t.format)
+                t.grad_scale = mark
             if t.node is None:
                 continue
             contributions = t.node.backward(g)
-            for parent, pg in zip(t.node.parents, contributions):
+            for parent, pg in zip(t.node.parents, contributions, strict=True):
                 if pg is None or not parent.requires_grad:
                     continue
                 raw = pg
@@ -260,9 +284,10 @@ class Tensor:
 
     @property
     def T(self) -> Tensor:
-        return _F().transpose(self)
+        """The last two dims swapped (a 1-D tensor unchanged)."""
+        return _F().transpose(self, -2, -1) if self.ndim >= 2 else self
 
-    def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
+    def transpose(self, dim0: int, dim1: int) -> Tensor:
         return _F().transpose(self, dim0, dim1)
 
     def reshape(self, *shape: Any) -> Tensor:
@@ -270,11 +295,11 @@ class Tensor:
             shape = tuple(shape[0])
         return _F().reshape(self, shape)
 
-    def sum(self, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Tensor:
-        return _F().sum(self, axis, keepdims=keepdims, dtype=dtype)
+    def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        return _F().sum(self, dim, keepdim, dtype=dtype)
 
-    def mean(self, axis: Any = None, keepdims: bool = False) -> Tensor:
-        return _F().mean(self, axis, keepdims=keepdims)
+    def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _F().mean(self, dim, keepdim)
 
     def exp(self) -> Tensor:
         return _F().exp(self)

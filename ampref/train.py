@@ -36,7 +36,7 @@ import numpy as np
 from . import functional as F
 from . import nn, optim
 from .atomicio import atomic_write, atomic_write_with
-from .autocast import autocast
+from .autocast_mode import autocast
 from .scaling import PROFILES, LossScaler, StaticLossScaler
 from .srhash import random_bits, random_bits_scalar
 from .tensor import Tensor, observe_gradients
@@ -344,7 +344,7 @@ class Run:
 
     def loss_on(self, ids: np.ndarray) -> Tensor:
         ac = self.mode.autocast
-        with autocast(ac or "float16", "torch-cuda", enabled=ac is not None):
+        with autocast("cuda", ac or "float16", enabled=ac is not None):
             logits = self.model(ids[:, :-1])
             return F.cross_entropy(logits, ids[:, 1:])
 

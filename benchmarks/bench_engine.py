@@ -30,7 +30,7 @@ def ampref_mlp(amp: bool):  # type: ignore[no-untyped-def]
 
     def step() -> None:
         opt.zero_grad()
-        with ampref.autocast("bfloat16", "torch-cpu", enabled=amp):
+        with ampref.autocast("cpu", "bfloat16", enabled=amp):
             loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
@@ -46,7 +46,7 @@ def ampref_transformer(amp: bool):  # type: ignore[no-untyped-def]
 
     def step() -> None:
         opt.zero_grad()
-        with ampref.autocast("bfloat16", "torch-cpu", enabled=amp):
+        with ampref.autocast("cpu", "bfloat16", enabled=amp):
             loss = F.cross_entropy(head(block(emb(ids[:, :-1]))), ids[:, 1:])
         loss.backward()
         opt.step()

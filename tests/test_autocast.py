@@ -13,7 +13,7 @@ import pytest
 
 import ampref
 import ampref.functional as F
-from ampref.autocast import get_policy, load_policy, policy_names
+from ampref.autocast_mode import get_policy, load_policy, policy_names
 
 DATA = Path(__file__).parent / "data" / "autocast_torch.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,8 +28,8 @@ def engine_ops() -> dict[str, Any]:
         "matmul": lambda a, b: a @ b.T, "linear": lambda a, w: F.linear(a, w),
         "exp": F.exp, "log": F.log, "tanh": F.tanh, "sigmoid": F.sigmoid, "relu": F.relu,
         "gelu": F.gelu, "softmax": lambda a: F.softmax(a, -1),
-        "log_softmax": lambda a: F.log_softmax(a, -1), "layer_norm": F.layer_norm,
-        "rms_norm": F.rms_norm, "sum": F.sum, "mean": F.mean,
+        "log_softmax": lambda a: F.log_softmax(a, -1), "layer_norm": lambda a: F.layer_norm(a, a.shape[-1:]),
+        "rms_norm": lambda a: F.rms_norm(a, a.shape[-1:]), "sum": F.sum, "mean": F.mean,
         "reshape": lambda a: a.reshape(-1), "transpose": lambda a: a.T,
         "index": lambda a: a[1:3], "embedding": lambda w: F.embedding(np.array([0, 1]), w),
         "concat": lambda a, b: F.concat([a, b]),
@@ -48,7 +48,7 @@ def run_row(row: dict[str, Any]) -> str:
     rng = np.random.default_rng(0)
     args = [ampref.tensor(rng.random((4, 4)) + (0.1 if row["op"] == "log" else -0.5), fmt)
             for fmt in row["inputs"]]
-    with ampref.autocast(row["dtype"], row["policy"]):
+    with ampref.autocast("cuda", row["dtype"], policy=row["policy"]):
         try:
             return str(fn(*args).format.name)
         except (RuntimeError, TypeError) as e:
@@ -120,17 +120,17 @@ def test_torch_cuda_policy_gives_the_documented_output_format(op: str) -> None:
 @pytest.mark.clause("AUT-CAT-006")
 def test_banned_op_raises_with_torchs_advice_under_cuda_and_runs_in_fp32_on_cpu() -> None:
     p = ampref.tensor([[0.3, 0.6]])
-    with ampref.autocast("float16", "torch-cuda"):
+    with ampref.autocast("cuda", "float16"):
         with pytest.raises(RuntimeError, match="binary_cross_entropy_with_logits"):
             F.binary_cross_entropy(p, p)
-    with ampref.autocast("bfloat16", "torch-cpu"):
+    with ampref.autocast("cpu", "bfloat16"):
         assert F.binary_cross_entropy(p.to("bfloat16"), p).format.name == "float32"
 
 
 @pytest.mark.clause("AUT-CAT-004")
 def test_promote_op_given_fp16_and_bf16_raises_like_torch() -> None:
     a, b = ampref.tensor([1.0], "float16"), ampref.tensor([1.0], "bfloat16")
-    with ampref.autocast("float16", "torch-cpu"):
+    with ampref.autocast("cpu", "float16"):
         with pytest.raises(TypeError, match="prioritize"):
             F.concat([a, b])
         with pytest.raises(TypeError, match="prioritize"):
@@ -141,7 +141,7 @@ def test_promote_op_given_fp16_and_bf16_raises_like_torch() -> None:
 @pytest.mark.clause("AUT-ELI-001")
 def test_float64_tensors_are_never_cast() -> None:
     a = ampref.tensor(np.ones((2, 2)), "float64")
-    with ampref.autocast("float16"):
+    with ampref.autocast("cuda", "float16"):
         assert (a @ a).format.name == "float64"
         assert F.exp(a).format.name == "float64"
 
@@ -149,11 +149,11 @@ def test_float64_tensors_are_never_cast() -> None:
 @pytest.mark.clause("AUT-CTX-001")
 def test_nesting_overrides_and_restores_the_outer_state() -> None:
     a = ampref.tensor(np.ones((2, 2)))
-    with ampref.autocast("float16"):
+    with ampref.autocast("cuda", "float16"):
         assert (a @ a).format.name == "float16"
-        with ampref.autocast(enabled=False):
+        with ampref.autocast("cuda", enabled=False):
             assert (a @ a).format.name == "float32"
-        with ampref.autocast("bfloat16"):
+        with ampref.autocast("cuda", "bfloat16"):
             assert (a @ a).format.name == "bfloat16"
         assert (a @ a).format.name == "float16"
     assert (a @ a).format.name == "float32"
@@ -162,7 +162,7 @@ def test_nesting_overrides_and_restores_the_outer_state() -> None:
 @pytest.mark.clause("AUT-CTX-002")
 def test_outputs_are_not_cast_back_on_exit() -> None:
     a = ampref.tensor(np.ones((2, 2)))
-    with ampref.autocast("float16"):
+    with ampref.autocast("cuda", "float16"):
         y = a @ a
     assert y.format.name == "float16"
 
@@ -171,16 +171,16 @@ def test_outputs_are_not_cast_back_on_exit() -> None:
 def test_weight_cast_is_cached_in_a_region_and_goes_stale_after_in_place_update() -> None:
     w = ampref.tensor(np.ones((2, 2)), requires_grad=True)
     x = ampref.tensor(np.ones((1, 2)))
-    with ampref.autocast("float16"):
+    with ampref.autocast("cuda", "float16"):
         y1 = F.linear(x, w)
         y2 = F.linear(x, w)
         assert y1.node is not None and y2.node is not None
         assert y1.node.parents[1] is y2.node.parents[1]  # one cast node for both uses
         w.data = w.data * 2  # an in-place optimizer step inside the region
         assert F.linear(x, w).numpy()[0, 0] == 2.0  # stale cached fp16 copy: old weights
-    with ampref.autocast("float16"):
+    with ampref.autocast("cuda", "float16"):
         assert F.linear(x, w).numpy()[0, 0] == 4.0  # a new region sees the update
-    with ampref.autocast("float16", cache_enabled=False):
+    with ampref.autocast("cuda", "float16", cache_enabled=False):
         y3, y4 = F.linear(x, w), F.linear(x, w)
         assert y3.node.parents[1] is not y4.node.parents[1]  # type: ignore[union-attr]
 
@@ -189,7 +189,7 @@ def test_weight_cast_is_cached_in_a_region_and_goes_stale_after_in_place_update(
 def test_cached_cast_accumulates_both_uses_into_the_weight_gradient() -> None:
     w = ampref.tensor(np.full((2, 2), 0.5), requires_grad=True)
     x = ampref.tensor(np.ones((1, 2)))
-    with ampref.autocast("float16"):
+    with ampref.autocast("cuda", "float16"):
         loss = F.sum(F.linear(x, w) + F.linear(x, w), dtype="float32")
     loss.backward()
     assert np.all(w.grad == 2.0)
@@ -220,7 +220,7 @@ def test_bad_jmp_policy_strings_raise_value_error(spec: str, msg: str) -> None:
 def test_jmp_policy_region_computes_every_op_in_the_compute_format() -> None:
     a = ampref.tensor(np.ones((2, 2)))
     pol = get_policy("params=float32,compute=bfloat16,output=float32")
-    with ampref.autocast(policy=pol):
+    with ampref.autocast("cuda", policy=pol):
         y = F.exp(a @ a)
         assert y.format.name == "bfloat16"
     assert pol.cast_to_output(y).format.name == "float32"
@@ -231,7 +231,7 @@ def test_users_policy_file_is_data(tmp_path: Path) -> None:
     f = tmp_path / "mine.toml"
     f.write_text('name = "mine"\ndefault_dtype = "bfloat16"\n[ops]\nlower_precision_fp = ["exp"]\n')
     a = ampref.tensor(np.ones(3))
-    with ampref.autocast(policy=str(f)):
+    with ampref.autocast("cuda", policy=str(f)):
         assert F.exp(a).format.name == "bfloat16"
         assert (a @ a).format.name == "float32"  # unlisted here
     bad = tmp_path / "bad.toml"
@@ -243,10 +243,10 @@ def test_users_policy_file_is_data(tmp_path: Path) -> None:
 def test_unknown_policy_and_bad_dtype_raise_value_error_listing_choices() -> None:
     assert {"torch-cuda", "torch-cpu"} <= set(policy_names())
     with pytest.raises(ValueError, match="torch-cpu, torch-cuda"):
-        with ampref.autocast("float16", "torch-tpu"):
+        with ampref.autocast("cuda", "float16", policy="torch-tpu"):
             pass
     with pytest.raises(ValueError, match="float16 or bfloat16"):
-        with ampref.autocast("float32"):
+        with ampref.autocast("cuda", "float32"):
             pass
 
 

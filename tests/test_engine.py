@@ -164,7 +164,7 @@ def test_gradients_are_bitwise_identical_run_to_run() -> None:
     def run() -> list[np.ndarray]:
         m = ampref.nn.TransformerBlock(16, 4, seed=3)
         x = ampref.tensor(np.random.default_rng(1).standard_normal((2, 6, 16)))
-        with ampref.autocast("float16"):
+        with ampref.autocast("cuda", "float16"):
             out = m(x)
         F.sum(out, dtype="float32").backward()
         return [p.grad.copy() for p in m.parameters()]
@@ -229,10 +229,21 @@ def test_bad_inputs_get_clear_errors() -> None:
         F.cross_entropy(ampref.tensor(np.ones((2, 5))), np.array([0, 7]))
     with pytest.raises(RuntimeError, match="does not require grad"):
         ampref.tensor([1.0]).sum().backward()
-    with pytest.raises(ValueError, match=r"axis 4 is out of range for a tensor of shape \(2, 3\)"):
-        F.softmax(ampref.tensor(np.ones((2, 3))), axis=4)
+    with pytest.raises(ValueError, match=r"dim 4 is out of range for a tensor of shape \(2, 3\)"):
+        F.softmax(ampref.tensor(np.ones((2, 3))), dim=4)
     with pytest.raises(ValueError, match=r"layer_norm: weight/bias shape \(4,\)"):
-        F.layer_norm(ampref.tensor(np.ones((2, 3))), ampref.tensor(np.ones(4)))
+        F.layer_norm(ampref.tensor(np.ones((2, 3))), (3,), ampref.tensor(np.ones(4)))
+    with pytest.raises(ValueError, match=r"normalized_shape \(4,\) must be the trailing dims"):
+        F.layer_norm(ampref.tensor(np.ones((2, 3))), 4)
+    with pytest.raises(ValueError, match=r"layer_norm: eps must be a finite number >= 0, got -1e-05"):
+        F.layer_norm(ampref.tensor(np.ones((2, 3))), 3, eps=-1e-5)
+    with pytest.raises(ValueError, match=r"dim 2 is out of range"):
+        F.transpose(ampref.tensor(np.ones((2, 3))), 0, 2)
+    with pytest.raises(TypeError, match="masked_fill needs a boolean mask"):
+        F.masked_fill(ampref.tensor(np.ones(2)), np.array([1, 0]), 0.0)
+    with pytest.raises(TypeError, match="attn_mask must be boolean"):
+        q = ampref.tensor(np.ones((2, 3)))
+        F.scaled_dot_product_attention(q, q, q, np.zeros((2, 2)))
     with pytest.raises(TypeError, match="ampref.Tensor or a real number"):
         ampref.tensor([1.0]) + "x"  # type: ignore[operator]
 
@@ -296,7 +307,7 @@ def test_softmax_follows_its_written_steps_with_an_exact_sum() -> None:
 @pytest.mark.clause("ENG-NRM-001")
 def test_layer_norm_output_is_normalised_and_in_the_input_format() -> None:
     x = ampref.tensor(np.random.default_rng(2).standard_normal((4, 64)) * 50 + 7, "bfloat16")
-    y = F.layer_norm(x)
+    y = F.layer_norm(x, x.shape[-1:])
     assert y.format.name == "bfloat16"
     v = y.numpy().astype(np.float64)
     assert np.all(np.abs(v.mean(-1)) < 0.02) and np.all(np.abs(v.std(-1) - 1) < 0.02)

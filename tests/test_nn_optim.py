@@ -15,7 +15,7 @@ from ampref.rng import Generator
 def _mlp_step(model: nn.Module, opt: optim.Optimizer, x: np.ndarray, y: np.ndarray,
               amp: bool, scaler: ampref.LossScaler | None) -> float:
     opt.zero_grad()
-    with ampref.autocast("float16", enabled=amp):
+    with ampref.autocast("cuda", "float16", enabled=amp):
         loss = F.cross_entropy(model(ampref.tensor(x)), y)
     (scaler.scale_loss(loss) if scaler else loss).backward()
     opt.step(scaler=scaler)
@@ -45,7 +45,7 @@ def _train_transformer(amp: bool, steps: int = 4) -> tuple[list[float], dict[str
     losses = []
     for _ in range(steps):
         opt.zero_grad()
-        with ampref.autocast("float16", enabled=amp):
+        with ampref.autocast("cuda", "float16", enabled=amp):
             logits = head(block(emb(ids[:, :-1])))
             loss = F.cross_entropy(logits, ids[:, 1:])
         (scaler.scale_loss(loss) if scaler else loss).backward()
@@ -212,7 +212,7 @@ def test_small_conv_net_trains_under_fp16_autocast() -> None:
     losses = []
     for _ in range(6):
         opt.zero_grad()
-        with ampref.autocast("float16"):
+        with ampref.autocast("cuda", "float16"):
             h = F.relu(conv(x))
             assert h.format.name == "float16"
             loss = F.cross_entropy(head(h.reshape(8, -1)), y)

@@ -1,8 +1,9 @@
 """Autocast: per-op precision policies as data, and jmp-style whole-model policies.
 
-``with ampref.autocast("float16", policy="torch-cuda"):`` makes every engine op look up
-its aten name in the policy (a TOML file in ``specs/policies/`` or a user's file) and
-cast its eligible inputs as torch's autocast does (specs/autocast.md, AUT-*):
+``with ampref.autocast("cuda", dtype=ampref.float16):`` (torch's call shape; ``"cuda"``
+selects the torch-cuda policy, ``"cpu"`` the torch-cpu one) makes every engine op look up
+its aten name in the policy (a TOML file shipped as ``ampref.policies`` or a user's
+file) and cast its eligible inputs as torch's autocast does (specs/autocast.md, AUT-*):
 
 * ``lower_precision_fp``: eligible inputs -> the autocast format (fp32 leaf weights
   that require grad are cast once per region and cached, AUT-CAC-*);
@@ -42,8 +43,8 @@ __all__ = [
     "CATEGORIES",
     "MixedPolicy",
     "Policy",
+    "DEVICE_POLICIES",
     "autocast",
-    "current",
     "get_policy",
     "load_policy",
     "parse_policy",
@@ -212,7 +213,8 @@ def get_policy(spec: str) -> MixedPolicy:
     as jmp: ``bf16|bfloat16``, ``f16|float16|half``, ``full|f32|float32``, ``f64|float64``.
 
     Raises:
-        ValueError: unknown key or format name (choices listed), or a malformed part.
+        ValueError: unknown or repeated key, unknown format name (choices listed), or a
+            malformed part.
     """
     if not isinstance(spec, str):
         raise TypeError(f"policy string expected, got {type(spec).__name__}")
@@ -236,6 +238,9 @@ def get_policy(spec: str) -> MixedPolicy:
         if key not in _JMP_KEYS:
             raise ValueError(f"unknown key {kv[0]!r} in policy {spec!r}; choose from "
                              f"{', '.join(_JMP_KEYS)}")
+        if _JMP_KEYS[key] in parts:
+            raise ValueError(f"policy {spec!r} sets {_JMP_KEYS[key]} twice (jmp would silently "
+                             "keep the last one)")
         parts[_JMP_KEYS[key]] = fmt(kv[1])
     params = parts.get("params", get_format("float32"))
     compute = parts.get("compute", params)
@@ -261,28 +266,41 @@ _CACHE: contextvars.ContextVar[dict[int, tuple[Any, Any]] | None] = contextvars.
     "ampref_autocast_cache", default=None)
 
 
-def current() -> _State:
-    return _STATE.get()
+#: torch's device types and the shipped policy that reproduces each one's op lists
+DEVICE_POLICIES = {"cuda": "torch-cuda", "cpu": "torch-cpu"}
 
 
 @contextmanager
-def autocast(dtype: str | Format | None = None, policy: str | Path | Policy | MixedPolicy = "torch-cuda",
-             *, enabled: bool = True, cache_enabled: bool = True) -> Iterator[None]:
-    """Run engine ops inside under a precision policy (AUT-CTX-*).
+def autocast(device_type: str, dtype: str | Format | None = None, enabled: bool = True,
+             cache_enabled: bool = True, *,
+             policy: str | Path | Policy | MixedPolicy | None = None) -> Iterator[None]:
+    """Run engine ops inside under a precision policy (AUT-CTX-*), in torch's call shape.
 
     Args:
-        dtype: the low-precision format (``"float16"``/``"bfloat16"``); None takes the
-            policy's default (torch-cuda: float16, torch-cpu: bfloat16).
-        policy: a shipped policy name, a TOML path, a :class:`Policy`, a jmp string
-            (``"params=float32,compute=bfloat16,output=float32"``: every op computes in
-            the compute format) or a :class:`MixedPolicy`.
+        device_type: ``"cuda"`` (the torch-cuda policy) or ``"cpu"`` (torch-cpu); the
+            numerics run wherever the tensors live, the device type picks the op lists.
+        dtype: the low-precision format (``ampref.float16``, ``"bfloat16"``, ...); None
+            takes the policy's default (torch-cuda: float16, torch-cpu: bfloat16).
         enabled: False turns autocast off inside (nesting restores the outer state).
         cache_enabled: cache fp32 -> low-precision casts of leaf weights in the region.
+        policy: ampref's extra: any other policy instead of the device type's: a shipped
+            policy name, a TOML path, a :class:`Policy`, a jmp string
+            (``"params=float32,compute=bfloat16,output=float32"``: every op computes in
+            the compute format) or a :class:`MixedPolicy`.
 
     Raises:
-        ValueError: unknown policy, or a dtype other than float16/bfloat16 (torch's
-            supported autocast dtypes; torch only warns and disables on CPU).
+        ValueError: unknown device type or policy (choices listed), or a dtype other
+            than float16/bfloat16 (torch's supported autocast dtypes; torch only warns
+            and disables on CPU).
+        TypeError: ``enabled``/``cache_enabled`` not bools.
     """
+    if device_type not in DEVICE_POLICIES:
+        raise ValueError(f"unknown autocast device_type {device_type!r}; choose one of "
+                         f"{', '.join(DEVICE_POLICIES)} (other policies: policy=...)")
+    enabled = _flag("enabled", enabled)
+    cache_enabled = _flag("cache_enabled", cache_enabled)
+    if policy is None:
+        policy = DEVICE_POLICIES[device_type]
     pol: Policy | MixedPolicy
     if isinstance(policy, (Policy, MixedPolicy)):
         pol = policy
@@ -308,6 +326,12 @@ def autocast(dtype: str | Format | None = None, policy: str | Path | Policy | Mi
         if ctoken is not None:
             _CACHE.reset(ctoken)  # outermost exit clears the weight cache (AUT-CAC-002)
         _STATE.reset(token)
+
+
+def _flag(name: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"autocast {name} must be a bool, got {type(v).__name__}: {v!r}")
+    return v
 
 
 @contextmanager

@@ -1,5 +1,8 @@
 """Modules: parameters in a fixed order, state_dict, and the usual layers (ENG-NN-*).
 
+Constructors follow ``torch.nn`` (names, order, defaults); ampref's own arguments
+(``seed``, ``accumulation``, ``backend``) are keyword-only.
+
 Parameters are float32 leaf tensors unless :meth:`Module.to_format` stores them in a
 lower format (Apex O2 style; the optimizer then keeps float32 master copies).
 Initialisation draws from :class:`ampref.rng.Generator`, so a seed fixes every weight
@@ -14,14 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from . import functional as F
-from .formats import Format, get_format
-from .rng import Generator
-from .tensor import Tensor, tensor
+from .. import functional as F
+from ..formats import Format, get_format
+from ..rng import Generator
+from ..tensor import Tensor, tensor
 
 __all__ = [
     "GELU",
     "MLP",
+    "Conv2d",
     "Dropout",
     "Embedding",
     "LayerNorm",
@@ -41,6 +45,19 @@ Seed = int | Generator
 
 def _gen(seed: Seed) -> Generator:
     return seed if isinstance(seed, Generator) else Generator(seed)
+
+
+def _size(name: str, v: Any) -> int:
+    """A layer size: an int >= 1 (a zero size would make an empty layer and a 1/sqrt(0)
+    initialisation bound)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+    return int(v)
+
+
+def _shape(name: str, v: Any) -> tuple[int, ...]:
+    shape = (v,) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else tuple(v)
+    return tuple(_size(name, d) for d in shape)
 
 
 def Parameter(values: Any, fmt: str | Format = "float32", backend: str = "numpy") -> Tensor:
@@ -107,9 +124,13 @@ class Module:
     def eval(self) -> Module:
         return self.train(False)
 
-    def zero_grad(self) -> None:
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's gradient: None (default, as torch) or zeros."""
         for p in self.parameters():
-            p.grad = None
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad = p.backend.xp.zeros_like(p.grad)
 
     def to_format(self, fmt: str | Format) -> Module:
         """Store every parameter in ``fmt`` (rounded to nearest-even), in place."""
@@ -149,6 +170,7 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *, seed: Seed = 0,
                  accumulation: str = "exact", backend: str = "numpy") -> None:
         super().__init__()
+        in_features, out_features = _size("in_features", in_features), _size("out_features", out_features)
         g, k = _gen(seed), 1.0 / math.sqrt(in_features)
         self.weight = Parameter(g.uniform((out_features, in_features), -k, k), backend=backend)
         self.bias = Parameter(g.uniform((out_features,), -k, k), backend=backend) if bias else None
@@ -162,10 +184,15 @@ class Conv2d(Module):
     """2-D convolution, weight (out, in, kh, kw), init U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
-                 stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, bias: bool = True,
-                 *, seed: Seed = 0, accumulation: str = "exact", backend: str = "numpy") -> None:
+                 stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, *,
+                 bias: bool = True, seed: Seed = 0, accumulation: str = "exact",
+                 backend: str = "numpy") -> None:
         super().__init__()
-        kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+        in_channels, out_channels = _size("in_channels", in_channels), _size("out_channels", out_channels)
+        ks = _shape("kernel_size", kernel_size)
+        if len(ks) not in (1, 2):
+            raise ValueError(f"kernel_size must be an int or a pair of ints, got {kernel_size!r}")
+        kh, kw = (ks[0], ks[0]) if len(ks) == 1 else ks
         g, k = _gen(seed), 1.0 / math.sqrt(in_channels * kh * kw)
         self.weight = Parameter(g.uniform((out_channels, in_channels, kh, kw), -k, k), backend=backend)
         self.bias = Parameter(g.uniform((out_channels,), -k, k), backend=backend) if bias else None
@@ -177,33 +204,49 @@ class Conv2d(Module):
 
 
 class LayerNorm(Module):
-    def __init__(self, n: int, eps: float = 1e-5, *, backend: str = "numpy") -> None:
+    """Layer normalisation over the trailing ``normalized_shape`` (weight 1, bias 0)."""
+
+    def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-05,
+                 elementwise_affine: bool = True, bias: bool = True, *,
+                 backend: str = "numpy") -> None:
         super().__init__()
-        self.weight = Parameter(np.ones(n, np.float32), backend=backend)
-        self.bias = Parameter(np.zeros(n, np.float32), backend=backend)
-        self.eps = eps
+        self.normalized_shape = _shape("normalized_shape", normalized_shape)
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (math.isfinite(eps) and eps >= 0):
+            raise ValueError(f"LayerNorm eps must be a finite number >= 0, got {eps!r}")
+        self.eps = float(eps)
+        self.weight = Parameter(np.ones(self.normalized_shape, np.float32), backend=backend) \
+            if elementwise_affine else None
+        self.bias = Parameter(np.zeros(self.normalized_shape, np.float32), backend=backend) \
+            if elementwise_affine and bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.layer_norm(x, self.weight, self.bias, self.eps)
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 class RMSNorm(Module):
-    def __init__(self, n: int, eps: float = 1e-6, *, backend: str = "numpy") -> None:
+    """RMS normalisation over the trailing ``normalized_shape``; ``eps=None`` is the input
+    format's machine epsilon (torch's default)."""
+
+    def __init__(self, normalized_shape: int | tuple[int, ...], eps: float | None = None,
+                 elementwise_affine: bool = True, *, backend: str = "numpy") -> None:
         super().__init__()
-        self.weight = Parameter(np.ones(n, np.float32), backend=backend)
+        self.normalized_shape = _shape("normalized_shape", normalized_shape)
+        self.weight = Parameter(np.ones(self.normalized_shape, np.float32), backend=backend) \
+            if elementwise_affine else None
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.rms_norm(x, self.weight, self.eps)
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
 
 class Embedding(Module):
     """Rows of a (num, dim) table, init N(0, std^2) (torch: std 1)."""
 
-    def __init__(self, num: int, dim: int, *, std: float = 1.0, seed: Seed = 0,
-                 backend: str = "numpy") -> None:
+    def __init__(self, num_embeddings: int, embedding_dim: int, *, std: float = 1.0,
+                 seed: Seed = 0, backend: str = "numpy") -> None:
         super().__init__()
-        self.weight = Parameter(_gen(seed).normal((num, dim), std), backend=backend)
+        shape = (_size("num_embeddings", num_embeddings), _size("embedding_dim", embedding_dim))
+        self.weight = Parameter(_gen(seed).normal(shape, std), backend=backend)
 
     def forward(self, ids: Any) -> Tensor:
         return F.embedding(ids, self.weight)
@@ -213,10 +256,10 @@ class Dropout(Module):
     """Seeded dropout: the counter advances by the number of elements of every call,
     so the masks of a run are fixed by (seed, call order) and resumable (state_dict)."""
 
-    def __init__(self, p: float, *, seed: int = 0) -> None:
+    def __init__(self, p: float = 0.5, *, seed: int = 0) -> None:
         super().__init__()
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout probability must be a number in [0, 1), got {p!r}")
         self.p, self.seed, self.offset = p, seed, 0
 
     def forward(self, x: Tensor) -> Tensor:
@@ -247,11 +290,13 @@ class Tanh(Module):
 
 
 class Sequential(Module):
-    def __init__(self, *layers: Module) -> None:
+    def __init__(self, *args: Module) -> None:
         super().__init__()
-        for i, layer in enumerate(layers):
+        for i, layer in enumerate(args):
+            if not isinstance(layer, Module):
+                raise TypeError(f"Sequential takes Modules, argument {i} is {type(layer).__name__}")
             setattr(self, str(i), layer)
-        self.layers = list(layers)
+        self.layers = list(args)
 
     def forward(self, x: Any) -> Any:
         for layer in self.layers:
@@ -281,11 +326,12 @@ class MLP(Sequential):
 class MultiheadAttention(Module):
     """Self-attention: one (3d, d) projection, heads of d/h, SDPA, output projection."""
 
-    def __init__(self, dim: int, heads: int, *, causal: bool = True, seed: Seed = 0,
+    def __init__(self, embed_dim: int, num_heads: int, *, causal: bool = True, seed: Seed = 0,
                  accumulation: str = "exact", backend: str = "numpy") -> None:
         super().__init__()
+        dim, heads = _size("embed_dim", embed_dim), _size("num_heads", num_heads)
         if dim % heads:
-            raise ValueError(f"dim {dim} is not divisible by heads {heads}")
+            raise ValueError(f"embed_dim {dim} is not divisible by num_heads {heads}")
         g = _gen(seed)
         self.qkv = Linear(dim, 3 * dim, seed=g, accumulation=accumulation, backend=backend)
         self.proj = Linear(dim, dim, seed=g, accumulation=accumulation, backend=backend)
