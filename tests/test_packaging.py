@@ -22,6 +22,7 @@ from ampref.backends import kernelsrc
 ROOT = Path(__file__).parents[1]
 
 
+@pytest.mark.clause("API-PKG-001")
 def test_the_distribution_installs_one_top_level_package_named_ampref() -> None:
     top = importlib.metadata.distribution("ampref").read_text("top_level.txt")
     assert top is not None and top.split() == ["ampref"]
@@ -32,6 +33,7 @@ def test_backends_are_a_subpackage_of_ampref() -> None:
     assert backends.get("numpy").xp.__name__ == "numpy"
 
 
+@pytest.mark.clause("API-PKG-001")
 def test_shipped_policies_are_package_data_from_the_single_source_in_specs() -> None:
     assert {"torch-cpu", "torch-cuda"} <= set(policy_names())
     for name in ("torch-cuda", "torch-cpu"):
@@ -56,6 +58,7 @@ def test_an_unknown_cuda_source_is_refused_with_the_shipped_names() -> None:
 
 @pytest.mark.skipif(not os.environ.get("AMPREF_TEST_INSTALLED"),
                     reason="only in CI's run against the installed wheel")
+@pytest.mark.clause("API-PKG-001")
 def test_the_package_under_test_is_the_installed_wheel_not_the_checkout() -> None:
     pkg = Path(ampref.__file__).resolve().parent
     assert ROOT not in pkg.parents, pkg
