@@ -441,6 +441,39 @@ def test_via_float32_matches_torch_float64_casts_when_torch_is_installed() -> No
         assert_bitwise_equal(ampref.encode(x, fmt, via="float32"), theirs, msg=f"{fmt}: ")
 
 
+@pytest.mark.clause("FMT-DBL-002")
+def test_via_float32_matches_torch_fp8_casts_exactly_as_the_spec_states() -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.standard_normal(4000) * 10.0 ** rng.integers(-12, 8, 4000),
+                        [0.0, -0.0, 1e6, -1e6, 500.0, np.inf, -np.inf, np.nan]])
+
+    def torch_codes(tdt: object) -> np.ndarray:
+        return torch.from_numpy(x).to(tdt).view(torch.uint8).numpy()
+
+    nan = np.isnan(x)
+    for fmt in ("float8_e4m3fnuz", "float8_e5m2fnuz"):
+        assert_bitwise_equal(ampref.encode(x, fmt, via="float32"), torch_codes(getattr(torch, fmt)))
+    e5 = ampref.encode(x, "e5m2", via="float32")
+    theirs = torch_codes(torch.float8_e5m2)
+    assert_bitwise_equal(e5[~nan], theirs[~nan])  # NaN: payload only (0x7e vs 0x7f)
+    assert list(e5[nan]) == [0x7E] and list(theirs[nan]) == [0x7F]
+    assert_bitwise_equal(ampref.encode(x, "e4m3", via="float32", saturate=True),
+                         torch_codes(torch.float8_e4m3fn))
+    e8 = np.array([0.0, -0.0, -4.0, 4.0, 2.0**-127, 1.2 * 2**-127, 1.49 * 2**-127, 1.5 * 2**-127, 3.0])
+    ours = ampref.encode(e8, "e8m0", via="float32")
+    t8 = torch.from_numpy(e8).to(torch.float8_e8m0fnu).view(torch.uint8).numpy()
+    assert list(ours) == [0xFF, 0xFF, 0xFF, 129, 0, 0, 0, 1, 129]
+    assert list(t8) == [0, 0, 129, 129, 0, 1, 1, 1, 129]  # sign ignored, 0 -> 2^-127, rounds up
+
+
+@pytest.mark.clause("FMT-SPC-004", "FMT-OVF-003")
+def test_e8m0_saturation_sends_plus_inf_to_max_and_minus_inf_to_nan() -> None:
+    x = np.array([np.inf, -np.inf, 1e300, -1.0, 0.0])
+    assert list(ampref.encode(x, "e8m0", saturate=True)) == [0xFE, 0xFF, 0xFE, 0xFF, 0xFF]
+    assert list(ampref.encode(x, "e8m0")) == [0xFF, 0xFF, 0xFF, 0xFF, 0xFF]
+
+
 @pytest.mark.clause("FMT-SPC-001")
 @pytest.mark.parametrize("fmt", ["bfloat16", "tf32", "float16", "e4m3"])
 def test_nan_payloads_never_carry_into_the_sign_or_become_numbers(fmt: str) -> None:
