@@ -123,8 +123,8 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
         assert gpu is not None  # parse_model returns a GPU for tensorcore models
         return tensorcore.dot(a, b, c, gpu=gpu, input_format=fin, output_format=fout,
                               quantize_inputs=quantize_inputs)
-    a64 = tensorcore._check_inputs(np.asarray(a), fin, "a", quantize_inputs, "nearest_even")
-    b64 = tensorcore._check_inputs(np.asarray(b), fin, "b", quantize_inputs, "nearest_even")
+    a64 = tensorcore.check_inputs(a, fin, "a", quantize_inputs, "nearest_even")
+    b64 = tensorcore.check_inputs(b, fin, "b", quantize_inputs, "nearest_even")
     a64, b64 = np.broadcast_arrays(a64, b64)
     lead = a64.shape[:-1]
     c64 = np.zeros(lead) if c is None else np.broadcast_to(np.asarray(c, np.float64), lead)
@@ -161,8 +161,8 @@ def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *
     kind, gpu = parse_model(accumulation)
     fin, fout = get_format(input_format), get_format(output_format)
     rnd = "toward_zero" if fin.name == "tf32" else "nearest_even"
-    A = tensorcore._check_inputs(A, fin, "a", quantize_inputs, rnd)
-    B = tensorcore._check_inputs(B, fin, "b", quantize_inputs, rnd)
+    A = tensorcore.check_inputs(A, fin, "a", quantize_inputs, rnd)
+    B = tensorcore.check_inputs(B, fin, "b", quantize_inputs, rnd)
     M, N = A.shape[0], B.shape[1]
     C = np.zeros((M, N)) if c is None else np.broadcast_to(np.asarray(c, np.float64), (M, N))
     BT = np.ascontiguousarray(B.T)
@@ -212,7 +212,8 @@ def error_bound(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = No
     n_blocks 2^L by at most (1 + h), h = (b+1) 2^-f (1+rho) + rho (+ 2^-24 for a late
     addend), and the total error is at most T ((1 + h)^n_blocks - 1) + n_blocks eta.
     """
-    A, B = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    A = tensorcore.check_inputs(a, get_format("float64"), "a", False, "nearest_even")
+    B = tensorcore.check_inputs(b, get_format("float64"), "b", False, "nearest_even")
     K = A.shape[-1]
     kind, gpu = parse_model(accumulation)
     fin, fout = get_format(input_format), get_format(output_format)

@@ -15,8 +15,15 @@ __all__ = ["atomic_write", "atomic_write_with"]
 
 
 def atomic_write_with(path: str | os.PathLike[str], write: Callable[[IO[bytes]], object]) -> None:
-    """Call ``write(f)`` on a temporary binary file, then rename it to ``path``."""
+    """Call ``write(f)`` on a temporary binary file, then rename it to ``path``.
+
+    Raises:
+        FileNotFoundError: the target's folder does not exist (named; no temporary file
+            name in the message).
+    """
     folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"cannot write {os.fspath(path)!r}: folder {folder!r} does not exist")
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:

@@ -20,7 +20,7 @@ from .formats import FORMATS, Encoding, Format, get_format
 from .rounding import RoundingMode, get_rounding
 from .srhash import check_seed, random_bits
 
-__all__ = ["as_ml_dtype", "decode", "encode", "quantize", "value_table"]
+__all__ = ["as_ml_dtype", "decode", "encode", "exact_source", "quantize", "value_table"]
 
 _CHUNK = 32768  # elements per kernel pass: keeps every temporary in L2 cache
 _VIA_CHOICES = (None, "float32")
@@ -353,11 +353,20 @@ def _decode_arith(codes: Any, fmt: Format) -> npt.NDArray[np.float32]:
     return val.astype(np.float32)
 
 
+def value_table(fmt: str | Format) -> npt.NDArray[np.float32]:
+    """float32 value of every code of a format of at most 16 bits (read-only), by code.
+
+    Raises:
+        ValueError: unknown format, or one wider than 16 bits.
+    """
+    return _value_table(get_format(fmt))
+
+
 @cache
-def value_table(fmt: Format) -> npt.NDArray[np.float32]:
-    """float32 value of every code of a format of at most 16 bits (read-only)."""
-    if fmt.bits > 16:
-        raise ValueError(f"value_table needs a format of at most 16 bits, {fmt.name} has {fmt.bits}")
+def _value_table(fmt: Format) -> npt.NDArray[np.float32]:
+    if not fmt.kernel or fmt.bits > 16:
+        raise ValueError(f"value_table needs a code format of at most 16 bits, {fmt.name} has "
+                         f"{fmt.bits}")
     table = _decode_arith(np.arange(1 << fmt.bits, dtype=np.uint32), fmt)
     table.setflags(write=False)
     return table
@@ -374,18 +383,26 @@ def decode(bits: npt.ArrayLike, fmt: str | Format) -> npt.NDArray[np.float32]:
         ValueError: a code does not fit in the format's width (first offender named).
     """
     fmt = get_format(fmt)
-    arr = np.asarray(bits)
-    if arr.dtype.kind not in "ui":
-        raise TypeError(f"decode expects integer codes (uint8/uint16/uint32), got dtype {arr.dtype}")
-    if arr.size and (arr.min() < 0 or arr.max() >= (1 << fmt.bits)):
-        bad = np.flatnonzero((arr.reshape(-1) < 0) | (arr.reshape(-1) >= (1 << fmt.bits)))[0]
-        raise ValueError(f"code {int(arr.reshape(-1)[bad])} at flat index {bad} does not fit "
-                         f"in {fmt.name}'s {fmt.bits} bits")
+    arr = _check_codes(bits, fmt, "decode")
     if fmt.bits <= 16:
         return value_table(fmt)[arr.astype(np.intp)]
     if _float32_layout(fmt):
         return (arr.astype(np.uint32) << np.uint32(23 - fmt.mantissa_bits)).view(np.float32)
     return _decode_arith(arr, fmt)
+
+
+def _check_codes(bits: npt.ArrayLike, fmt: Format, op: str) -> npt.NDArray[Any]:
+    """Integer codes that fit in ``fmt``'s width (the first offender named)."""
+    arr = np.asarray(bits)
+    if arr.dtype.kind not in "ui":
+        raise TypeError(f"{op} expects integer codes (uint8/uint16/uint32), got dtype {arr.dtype}")
+    if not fmt.kernel:
+        raise ValueError(f"{fmt.name} is a storage-only format without codes")
+    if arr.size and (arr.min() < 0 or arr.max() >= (1 << fmt.bits)):
+        bad = np.flatnonzero((arr.reshape(-1) < 0) | (arr.reshape(-1) >= (1 << fmt.bits)))[0]
+        raise ValueError(f"code {int(arr.reshape(-1)[bad])} at flat index {bad} does not fit "
+                         f"in {fmt.name}'s {fmt.bits} bits")
+    return arr
 
 
 # --------------------------------------------------------------------------------------
@@ -395,10 +412,7 @@ def _prepare(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode,
              via: str | None, seed: int | None) -> tuple[Any, Format, RoundingMode, int | None, Any]:
     fmt = get_format(fmt)
     rnd = get_rounding(rounding)
-    arr = np.asarray(x)
-    if arr.dtype.kind != "f" and not _is_ml_float(arr.dtype):
-        raise TypeError(f"quantize/encode expect a floating array (float32 or float64), "
-                        f"got dtype {arr.dtype}")
+    arr = exact_source(np.asarray(x))
     out_dtype = arr.dtype if arr.dtype in (np.float32, np.float64) else np.dtype(np.float32)
     if arr.dtype not in (np.float32, np.float64):
         arr = arr.astype(np.float32)  # float16/bfloat16/fp8 widen exactly
@@ -413,6 +427,35 @@ def _prepare(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode,
                              "random bits are a function of (seed, element index)")
         seed = check_seed(seed)
     return arr, fmt, rnd, seed, out_dtype
+
+
+def exact_source(arr: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``arr`` as a native-byte-order float array the kernels can round once (FMT-API-003).
+
+    Non-native byte order (``'>f8'``) is converted exactly; extended precision
+    (longdouble) is accepted only where every element is a float64 value, since the
+    kernels round from at most 64 source bits: anything else would be a double rounding.
+
+    Raises:
+        TypeError: not a floating array.
+        ValueError: a longdouble element that float64 cannot hold exactly (named).
+    """
+    if arr.dtype.kind != "f" and not _is_ml_float(arr.dtype):
+        raise TypeError(f"quantize/encode expect a floating array (float32 or float64), "
+                        f"got dtype {arr.dtype}")
+    if arr.dtype.kind == "f" and not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))  # same values, native layout
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > 8:
+        wide = arr.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            lost = (wide.astype(arr.dtype) != arr) & ~np.isnan(arr)
+        if lost.any():
+            i = int(np.flatnonzero(lost.reshape(-1))[0])
+            raise ValueError(f"{arr.dtype} element {i} ({arr.reshape(-1)[i]!r}) is not a float64 "
+                             "value; ampref rounds from float32/float64 exactly and would round "
+                             "this one twice: round it to float64 yourself (or pass float64)")
+        arr = wide
+    return arr
 
 
 def _is_ml_float(dtype: np.dtype[Any]) -> bool:
@@ -520,6 +563,7 @@ def as_ml_dtype(bits: npt.ArrayLike, fmt: str | Format) -> npt.NDArray[Any]:
     fmt = get_format(fmt)
     if fmt.dtype_name is None:
         raise ValueError(f"{fmt.name} has no ml_dtypes/NumPy dtype; use ampref.decode instead")
+    codes = _check_codes(bits, fmt, "as_ml_dtype")
     if hasattr(np, fmt.dtype_name):
         dtype = np.dtype(getattr(np, fmt.dtype_name))
     else:
@@ -528,4 +572,4 @@ def as_ml_dtype(bits: npt.ArrayLike, fmt: str | Format) -> npt.NDArray[Any]:
         except ImportError as e:  # pragma: no cover - ml_dtypes is a dependency
             raise ValueError("ml_dtypes is not installed") from e
         dtype = np.dtype(getattr(ml_dtypes, fmt.dtype_name))
-    return np.asarray(bits).astype(f"uint{dtype.itemsize * 8}").view(dtype)
+    return codes.astype(f"uint{dtype.itemsize * 8}").view(dtype)

@@ -17,10 +17,12 @@ from .cast import encode, quantize
 from .formats import Encoding, Format, get_format
 
 __all__ = ["amax", "DelayedScaling", "DelayedState", "current_scale", "quantize_per_tensor",
-           "mx_scale_exponents", "mx_quantize", "MX_RULES"]
+           "mx_scale_exponents", "mx_quantize", "MX_ELEMENTS", "MX_RULES"]
 
 FLT_MAX = float(np.finfo(np.float32).max)
 MX_RULES = ("floor", "ceil", "even", "rceil")
+#: element formats of the OCP MX v1.0 spec (MXFP8, MXFP6, MXFP4)
+MX_ELEMENTS = ("float8_e4m3fn", "float8_e5m2", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn")
 
 
 def amax(x: npt.ArrayLike) -> np.float32:
@@ -77,12 +79,18 @@ class DelayedScaling:
 
     def record(self, st: DelayedState, x: npt.ArrayLike) -> DelayedState:
         """Stage this step's amax of ``x`` in history row 0."""
+        self._check_state(st)
         h = st.history.copy()
         h[0] = np.fmax(h[0], amax(x))
         return replace(st, history=h)
 
     def update(self, st: DelayedState) -> DelayedState:
-        """Compute the new scale from the history, then roll it (FP8-DEL-002..004)."""
+        """Compute the new scale from the history, then roll it (FP8-DEL-002..004).
+
+        Raises:
+            TypeError: ``st`` is not a :class:`DelayedState` of this recipe's history length.
+        """
+        self._check_state(st)
         h = st.history
         if self.kernel == "fused" and h[0] == 0:
             return st  # module did not run: nothing staged, nothing changes
@@ -101,6 +109,14 @@ class DelayedScaling:
         rolled = np.roll(h, -1)
         rolled[0] = 0
         return DelayedState(np.float32(sf), rolled)
+
+    def _check_state(self, st: Any) -> None:
+        if not isinstance(st, DelayedState):
+            raise TypeError(f"expected a DelayedState (from DelayedScaling.init()), got "
+                            f"{type(st).__name__}: {st!r}")
+        if np.shape(st.history) != (self.amax_history_len,):
+            raise TypeError(f"DelayedState history has shape {np.shape(st.history)}, this recipe "
+                            f"keeps {self.amax_history_len} entries")
 
     def frozen_by_inf(self, st: DelayedState) -> bool:
         """True while an inf amax in the window keeps the scale frozen (diagnostic)."""
@@ -138,8 +154,19 @@ def current_scale(amax_value: float, fp8_format: str = "e4m3", *, epsilon: float
 
 def quantize_per_tensor(x: npt.ArrayLike, scale: float, fp8_format: str = "e4m3"
                         ) -> tuple[npt.NDArray[np.uint8], np.float32]:
-    """FP8 codes of fp32(x * scale) with satfinite nearest-even, and scale_inv = fl32(1/scale)."""
-    xs = np.asarray(x, np.float32) * np.float32(scale)
+    """FP8 codes of fp32(x * scale) with satfinite nearest-even, and scale_inv = fl32(1/scale).
+
+    Raises:
+        ValueError: ``scale`` not a positive finite float32 value (0, negative, NaN and inf
+            would turn every element into 0, NaN or ±max).
+    """
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)):
+        raise TypeError(f"scale must be a number, got {type(scale).__name__}: {scale!r}")
+    with np.errstate(over="ignore"):
+        s32 = np.float32(scale)
+    if not (np.isfinite(s32) and s32 > 0):
+        raise ValueError(f"scale must be a positive finite float32 value, got {scale!r}")
+    xs = np.asarray(x, np.float32) * s32
     codes = encode(xs, fp8_format, saturate=True)
     with np.errstate(divide="ignore"):
         inv = np.float32(np.float64(1.0) / np.float64(np.float32(scale)))
@@ -199,6 +226,11 @@ def mx_quantize(x: npt.ArrayLike, elem: str | Format = "e4m3", *, block: int = 3
         ValueError: last axis not a multiple of ``block``, unknown rule or element format.
     """
     f = get_format(elem)
+    if f.name not in MX_ELEMENTS:
+        raise ValueError(f"MX element format must be one of {', '.join(MX_ELEMENTS)} (OCP MX "
+                         f"v1.0), got {f.name}")
+    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
+        raise ValueError(f"MX block size must be a positive int, got {block!r}")
     arr = np.asarray(x, np.float32)
     if arr.ndim == 0 or arr.shape[-1] % block:
         raise ValueError(f"the last axis ({arr.shape[-1] if arr.ndim else 0}) must be a multiple "

@@ -21,6 +21,7 @@ import numpy as np
 
 from . import backends
 
+from .cast import exact_source
 from .formats import Format, get_format
 
 __all__ = ["Node", "Tensor", "is_grad_enabled", "no_grad", "round_to", "storage_dtype", "tensor"]
@@ -359,6 +360,8 @@ def tensor(data: Any, format: str | Format = "float32", requires_grad: bool = Fa
     fmt = get_format(format)
     be = backends.get(backend) if isinstance(backend, str) else backend
     src = data.data if isinstance(data, Tensor) else data
+    if isinstance(src, np.ndarray) and src.dtype.kind == "f":
+        src = exact_source(src)  # byte-swapped input in native order; longdouble only if exact
     arr = be.asarray(src)
     if arr.dtype.kind not in "fiub" and arr.dtype.kind != "V":
         raise TypeError(f"tensor data must be numeric, got dtype {arr.dtype}")

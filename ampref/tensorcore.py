@@ -183,9 +183,24 @@ def block_fma(a: npt.NDArray[Any], b: npt.NDArray[Any],
     return _round_out(s, path, fout)
 
 
-def _check_inputs(x: npt.NDArray[Any], fmt: Format, what: str, quantize_inputs: bool,
-                  rounding: str) -> npt.NDArray[Any]:
-    x64 = np.asarray(x, dtype=np.float64)
+def check_inputs(x: Any, fmt: Format, what: str, quantize_inputs: bool,
+                 rounding: str) -> npt.NDArray[Any]:
+    """``x`` as float64 after checking that it is an array of at least one dimension (the
+    k axis) whose values ``fmt`` represents (or rounding them, with ``quantize_inputs``).
+
+    Raises:
+        TypeError: ``x`` is None or not numeric.
+        ValueError: 0-d input, or a value ``fmt`` cannot represent (element named).
+    """
+    if x is None:
+        raise TypeError(f"{what} must be an array of numbers, got None")
+    try:
+        x64 = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{what} must be an array of numbers: {e}") from None
+    if x64.ndim == 0:
+        raise ValueError(f"{what} must have at least one dimension (the k axis of the dot "
+                         f"product), got the scalar {float(x64)!r}")
     q = quantize(x64, fmt, rounding)
     if quantize_inputs:
         return q
@@ -217,8 +232,8 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
     """
     path, lim, fin, fout = block_params(gpu, input_format, output_format)
     rounding = "toward_zero" if fin.name == "tf32" else "nearest_even"
-    a64 = _check_inputs(np.asarray(a), fin, "a", quantize_inputs, rounding)
-    b64 = _check_inputs(np.asarray(b), fin, "b", quantize_inputs, rounding)
+    a64 = check_inputs(a, fin, "a", quantize_inputs, rounding)
+    b64 = check_inputs(b, fin, "b", quantize_inputs, rounding)
     if a64.shape != b64.shape:
         a64, b64 = np.broadcast_arrays(a64, b64)
     k = a64.shape[-1] if a64.ndim else 0
@@ -271,6 +286,9 @@ def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
     M, K = A.shape
     N = BT.shape[0]
     D0 = quantize(np.asarray(C, np.float64), fout if fout.name == "float16" else "float32")
+    if K == 0:  # no products: the addend, as dot gives it
+        return dot(np.zeros((M, N, 0)), np.zeros((M, N, 0)), D0, gpu=gpu, input_format=fin,
+                   output_format=fout)
     out = np.empty((M, N), dtype=np.float32)
     if not (np.isfinite(A).all() and np.isfinite(BT).all() and np.isfinite(D0).all()):
         for i in range(M):  # specials: the plain per-row model, IEEE propagation included

@@ -51,6 +51,10 @@ def assert_bitwise_equal(actual: npt.ArrayLike, desired: npt.ArrayLike, *,
     if nan not in ("bitwise", "any"):
         raise ValueError(f"nan must be 'bitwise' or 'any', got {nan!r}")
     a, d = np.asarray(actual), np.asarray(desired)
+    for name, arr in (("actual", a), ("desired", d)):
+        if arr.dtype.kind not in "fiub" or arr.dtype.itemsize not in _UINT:
+            raise TypeError(f"assert_bitwise_equal compares real numbers or codes of 1, 2, 4 or "
+                            f"8 bytes; {name} has dtype {arr.dtype}")
     if a.dtype != d.dtype or a.shape != d.shape:
         raise AssertionError(f"{msg}dtype/shape differ: actual {a.dtype}{a.shape}, "
                              f"desired {d.dtype}{d.shape}")
