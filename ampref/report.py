@@ -112,23 +112,7 @@ def write_report(run: Any, out: Path, summary: dict[str, Any]) -> None:
         _hist_grid(plt, st.hists[last]["activations"], f"{run.cfg.precision}: activations at step {last}",
                    fmt_name, out / "hist_activations.png")
 
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
-    for name, series in sorted(st.layer_series.items()):
-        arr = np.asarray(series)
-        a1.plot(arr[:, 0], arr[:, 1], linewidth=0.8, label=name)
-        a2.plot(arr[:, 0], arr[:, 2], linewidth=0.8, label=name)
-    a1.set_title("gradient elements underflowed to 0")
-    a2.set_title("gradient elements overflowed")
-    for a in (a1, a2):
-        a.set_xlabel("step")
-        a.set_ylabel("fraction")
-    if st.layer_series:
-        a1.legend(fontsize=5, ncol=2)
-    else:
-        a1.text(0.5, 0.5, "no low-precision gradients in this mode", ha="center", transform=a1.transAxes)
-    fig.tight_layout()
-    fig.savefig(out / "underflow.png", dpi=80)
-    plt.close(fig)
+    _underflow_plot(plt, st.layer_series, out / "underflow.png")
 
     sc = "-" if summary["final_scale"] is None else f"{summary['final_scale']:g}"
     lines = [
@@ -158,22 +142,77 @@ def write_report(run: Any, out: Path, summary: dict[str, Any]) -> None:
     atomic_write(str(out / "report.md"), "\n".join(lines) + "\n")
 
 
-def write_compare_plot(out: Path, modes: list[str]) -> None:
-    """Loss curves of several modes in one figure (``compare.png``)."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+def _underflow_plot(plt: Any, series: dict[str, list[list[float]]], path: Path) -> None:
+    """Per-layer underflow and overflow fractions over steps; the legend sits beside the
+    panels, and a panel with nothing to show says so instead of drawing a flat line."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.2))
+    any_over = False
+    for name, rows in sorted(series.items()):
+        arr = np.asarray(rows)
+        a1.plot(arr[:, 0], arr[:, 1], linewidth=0.8, label=name)
+        if arr[:, 2].any():
+            any_over = True
+            a2.plot(arr[:, 0], arr[:, 2], linewidth=0.8, label=name)
+    a1.set_title("gradient elements underflowed to 0")
+    a2.set_title("gradient elements overflowed to inf")
+    for a in (a1, a2):
+        a.set_xlabel("step")
+        a.set_ylabel("fraction of the layer's elements")
+    if not series:
+        for a in (a1, a2):
+            a.text(0.5, 0.5, "no low-precision gradients in this mode", ha="center",
+                   va="center", transform=a.transAxes)
+    elif not any_over:
+        a2.text(0.5, 0.5, "no gradient element overflowed in this run", ha="center",
+                va="center", transform=a2.transAxes)
+        a2.set_yticks([])
+        a2.set_xlim(a1.get_xlim())
+    if series:
+        fig.legend(*a1.get_legend_handles_labels(), loc="center left", bbox_to_anchor=(0.81, 0.5),
+                   fontsize=6, title="layer", title_fontsize=7)
+    fig.tight_layout(rect=(0, 0, 0.8, 1))
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def _smoothed_losses(out: Path, modes: list[str], k: int = 10) -> dict[str, tuple[int, np.ndarray]]:
+    """Per mode (first step, moving mean with window k) of the training loss; each value
+    sits at the last step of its window; NaN losses (skipped steps) are filled."""
+    curves = {}
     for m in modes:
         data = json.loads((out / m / "metrics.json").read_text())
         h = [r for r in data["history"] if not r.get("removed")]
         loss = np.array([r["loss"] for r in h], dtype=float)
-        k = min(10, len(loss)) or 1
-        smooth = np.convolve(np.nan_to_num(loss, nan=np.nanmean(loss) if np.isfinite(loss).any() else 0),
-                             np.ones(k) / k, mode="valid")
-        ax.plot(np.arange(len(smooth)) + k - 1, smooth, label=m, linewidth=1)
-    ax.set_xlabel("step")
-    ax.set_ylabel("training loss (moving mean of 10)")
-    ax.set_title("fp32 vs mixed precision, same seed and data order")
-    ax.legend(fontsize=8)
+        w = min(k, len(loss)) or 1
+        fill = np.nanmean(loss) if np.isfinite(loss).any() else 0.0
+        curves[m] = (w - 1, np.convolve(np.nan_to_num(loss, nan=fill), np.ones(w) / w, mode="valid"))
+    return curves
+
+
+def write_compare_plot(out: Path, modes: list[str]) -> None:
+    """``compare.png``: the loss curves of several modes, and below them each mode's
+    difference from the reference mode (fp32 when compared, else the first), which is
+    what tells the modes apart when the curves lie on top of each other."""
+    plt = _plt()
+    curves = _smoothed_losses(out, modes)
+    ref = "fp32" if "fp32" in curves else modes[0]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True,
+                                      gridspec_kw={"height_ratios": [3, 2]})
+    for i, (m, (start, c)) in enumerate(curves.items()):
+        steps = np.arange(len(c)) + start
+        top.plot(steps, c, label=m, linewidth=1, color=f"C{i}")  # one colour per mode
+        if m != ref:
+            n = min(len(c), len(curves[ref][1]))
+            bottom.plot(steps[:n], c[:n] - curves[ref][1][:n], label=f"{m} - {ref}",
+                        linewidth=1, color=f"C{i}")
+    bottom.axhline(0.0, color="black", linewidth=0.6)
+    top.set_ylabel("training loss\n(moving mean of 10)")
+    top.set_title("modes compared with the same seed and data order")
+    top.legend(fontsize=8)
+    bottom.set_ylabel(f"difference from {ref}")
+    bottom.set_xlabel("step (end of the averaging window)")
+    if len(curves) > 1:
+        bottom.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "compare.png", dpi=80)
     plt.close(fig)
