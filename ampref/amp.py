@@ -120,7 +120,7 @@ class GradScaler:
         if params and hasattr(params[0].backend, "scaler_row"):
             self.loss_scaler.unscale_on_device([p.grad for p in params], params[0].backend,
                                                optimizer=key)
-            found = self.loss_scaler.device_found_inf()
+            found: bool = self.loss_scaler.device_found_inf()
         else:
             grads, found = self.loss_scaler.unscale([p.grad for p in params], optimizer=key)
             for p, g in zip(params, grads, strict=True):
@@ -145,7 +145,7 @@ class GradScaler:
                 or no gradients at all ("No inf checks were recorded for this optimizer.").
         """
         if not self._enabled:
-            ret = optimizer.step(*args, **kwargs)
+            ret: Any = optimizer.step(*args, **kwargs)
             return False if return_found_inf else ret
         if "closure" in kwargs:
             raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
@@ -154,12 +154,12 @@ class GradScaler:
             raise RuntimeError("step() has already been called since the last update().")
         if stage is _Stage.READY:
             self.unscale_(optimizer)
-        found = self._found.get(id(optimizer))
-        if found is None:
+        checked = self._found.get(id(optimizer))
+        if checked is None:
             raise RuntimeError("No inf checks were recorded for this optimizer.")
-        ret = None if found else optimizer.step(*args, **kwargs)
+        applied: Any = None if checked else optimizer.step(*args, **kwargs)
         self._stages[id(optimizer)] = _Stage.STEPPED
-        return found if return_found_inf else ret
+        return checked if return_found_inf else applied
 
     def update(self, new_scale: float | None = None) -> None:
         """One transition of the scale for this iteration (torch's ``update``).

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import backends
+from . import backends  # type: ignore[attr-defined]  # mapped from backends/ (pyproject)
 
 from .cast import exact_source
 from .formats import Format, get_format

@@ -138,7 +138,7 @@ class TrainConfig:
             raise TrainError(f"--static-scale must be a positive float32 value (at most 3.4e38), "
                              f"got {self.static_scale!r}")
         if self.backend != "numpy":
-            from . import backends
+            from . import backends  # type: ignore[attr-defined]  # mapped from backends/ (pyproject)
 
             if not backends.available(self.backend):
                 raise TrainError(f"backend {self.backend!r} is not available here (choices: "
