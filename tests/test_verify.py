@@ -68,3 +68,23 @@ def test_cli_rejects_unknown_format_in_one_line(capsys: pytest.CaptureFixture[st
     err = capsys.readouterr().err
     assert err.startswith("ampref verify: error: unknown format 'fp12'") and err.count("\n") == 1
     assert main(["verify", "--stride", "0", "--quiet"]) == 2
+
+
+@pytest.mark.clause("FMT-VER-001")
+def test_cli_bounds_the_worker_count_instead_of_starting_thousands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--workers", "100000", "--stride", "1000003", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "workers must be an int in [1, " in err and err.count("\n") == 1
+
+
+def test_help_states_defaults_and_the_runtime_of_an_exhaustive_run() -> None:
+    import subprocess
+    import sys
+
+    train_help = subprocess.run([sys.executable, "-m", "ampref", "train", "--help"],
+                                capture_output=True, text=True, check=True).stdout
+    for text in ("(default 160)", "(default 16)", "(default torch)", "only --out"):
+        assert text in " ".join(train_help.split()), text
+    verify_help = subprocess.run([sys.executable, "-m", "ampref", "verify", "--help"],
+                                 capture_output=True, text=True, check=True).stdout
+    assert "about 10 minutes" in " ".join(verify_help.split())
