@@ -2,40 +2,7 @@
 
 from __future__ import annotations
 
-from . import utils
-from .modules import (
-    GELU,
-    MLP,
-    Conv2d,
-    Dropout,
-    Embedding,
-    LayerNorm,
-    Linear,
-    Module,
-    MultiheadAttention,
-    Parameter,
-    ReLU,
-    RMSNorm,
-    Sequential,
-    Tanh,
-    TransformerBlock,
-)
+from . import modules, utils
+from .modules import *  # noqa: F403 - the layers of .modules are this package's public names
 
-__all__ = [
-    "GELU",
-    "MLP",
-    "Conv2d",
-    "Dropout",
-    "Embedding",
-    "LayerNorm",
-    "Linear",
-    "Module",
-    "MultiheadAttention",
-    "Parameter",
-    "RMSNorm",
-    "ReLU",
-    "Sequential",
-    "Tanh",
-    "TransformerBlock",
-    "utils",
-]
+__all__ = [*modules.__all__, "utils"]
