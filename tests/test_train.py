@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ampref.scaling import PROFILES
 from ampref.train import Corpus, Run, TrainConfig, TrainError, compare, load_corpus, train
 
 SMALL = TrainConfig(steps=12, batch=8, context=16, width=32, heads=2, blocks=1, checkpoint_every=5)
@@ -150,11 +151,12 @@ def test_a_fresh_run_removes_stale_temporary_files_and_another_runs_checkpoints(
 
 
 @pytest.mark.clause("TRN-RES-002", "SCL-STA-003")
-@pytest.mark.parametrize("profile", ["torch", "deepspeed", "megatron", "jmp"])
+@pytest.mark.parametrize("profile", [*PROFILES, "static"])
 def test_a_resumed_runs_audit_log_and_weights_equal_the_unbroken_runs(tmp_path: Path, profile: str) -> None:
     # init_scale 2^24 forces overflows early so the log has backoffs, skips and growth
-    cfg = replace(SMALL, precision="amp-fp16", steps=12, profile=profile, init_scale=2.0**24,
-                  inject_nonfinite=0.2)
+    mode = "fp16-static" if profile == "static" else "amp-fp16"
+    cfg = replace(SMALL, precision=mode, steps=12, profile="torch" if profile == "static" else profile,
+                  init_scale=2.0**24, inject_nonfinite=0.2)
     train(cfg, tmp_path / "full", progress=False, report=False)
     train(cfg, tmp_path / "cut", progress=False, report=False, stop_after=5)
     train(cfg, tmp_path / "cut", resume=True, progress=False, report=False)
