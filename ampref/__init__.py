@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from . import accumulation, amp, fp8scaling, functional, nn, optim, scaling, tensorcore
 from .accumulation import error_bound, matmul
-from .autocast_mode import MixedPolicy, Policy, autocast, get_policy, load_policy
+from .autocast_mode import autocast
+from .policy import MixedPolicy, Policy, get_policy, load_policy
 from .cast import as_ml_dtype, decode, encode, quantize, value_table
 from .formats import FORMATS, Encoding, Format, format_names, get_format
 from .rounding import RoundingMode, get_rounding

@@ -1,9 +1,9 @@
-"""Autocast: per-op precision policies as data, and jmp-style whole-model policies.
+"""Autocast regions: which policy is active, and what it decides for one op call.
 
 ``with ampref.autocast("cuda", dtype=ampref.float16):`` (torch's call shape; ``"cuda"``
 selects the torch-cuda policy, ``"cpu"`` the torch-cpu one) makes every engine op look up
-its aten name in the policy (a TOML file shipped as ``ampref.policies`` or a user's
-file) and cast its eligible inputs as torch's autocast does (specs/autocast.md, AUT-*):
+its aten name in the policy (:mod:`ampref.policy`) and cast its eligible inputs as
+torch's autocast does (specs/autocast.md, AUT-*):
 
 * ``lower_precision_fp``: eligible inputs -> the autocast format (fp32 leaf weights
   that require grad are cast once per region and cached, AUT-CAC-*);
@@ -13,241 +13,42 @@ file) and cast its eligible inputs as torch's autocast does (specs/autocast.md, 
 * ``banned``: raises with torch's advice;
 * unlisted ops run on their inputs with ordinary promotion.
 
+Autocast decides, ops apply: :func:`plan` returns a :class:`CastPlan` (target format per
+input, whether the weight-cast cache may serve, a forced output format, listed or not);
+the op layer (:mod:`ampref.functional`) performs the casts and owns the cache, keyed by
+the outermost region (:func:`cache_region`), so the cache ends with that region.
+
 Eligible means floating and not float64 (AUT-ELI-001). Regions nest: the inner one
-overrides and the outer state is restored on exit; the weight cache is cleared when the
-outermost region exits. The state is per thread/context (``contextvars``), never a
-process-global flag. Outputs are never cast back on exit.
+overrides and the outer state is restored on exit. The state is per thread/context
+(``contextvars``), never a process-global flag. Outputs are never cast back on exit.
 """
 
 from __future__ import annotations
 
 import contextvars
-import os
-import sys
-import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from importlib import resources
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .formats import Format, get_format
+from .policy import MixedPolicy, Policy, get_policy, load_policy
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+__all__ = ["DEVICE_POLICIES", "CastPlan", "Region", "autocast", "cache_region", "plan",
+           "suspended"]
 
-__all__ = [
-    "CATEGORIES",
-    "MixedPolicy",
-    "Policy",
-    "DEVICE_POLICIES",
-    "autocast",
-    "get_policy",
-    "load_policy",
-    "parse_policy",
-    "policy_names",
-]
+F32 = get_format("float32")
 
-CATEGORIES = ("lower_precision_fp", "fp32", "fp32_set_opt_dtype", "fp32_append_dtype",
-              "promote", "banned")
+#: torch's device types and the shipped policy that reproduces each one's op lists
+DEVICE_POLICIES = {"cuda": "torch-cuda", "cpu": "torch-cpu"}
 
 
-@dataclass(frozen=True, kw_only=True)
-class Policy:
-    """A per-op cast policy: aten op name -> category (data, from a TOML file)."""
+class Region:
+    """Identity of an outermost autocast region (the weight-cast cache's key)."""
 
-    name: str
-    default_dtype: Format
-    categories: dict[str, str]
-    advice: dict[str, str] = field(default_factory=dict)
-    source: str = ""
+    __slots__ = ("__weakref__",)
 
-    def __post_init__(self) -> None:
-        base: dict[str, str] = {}
-        for name, cat in self.categories.items():
-            base.setdefault(name.split(".")[0], cat)
-        object.__setattr__(self, "_base", base)
-
-    def category(self, op: str) -> str | None:
-        """Category of an op, or None if unlisted. An overload-less name (``softmax``)
-        matches its overloads (``softmax.int``): aten overloads of one op share a
-        category in torch's lists (AUT-POL-002)."""
-        hit = self.categories.get(op)
-        return hit if hit is not None else self._base.get(op.split(".")[0])  # type: ignore[attr-defined]
-
-
-def _shipped() -> Any:
-    """The folder of shipped policy files (package data ``ampref.policies``)."""
-    return resources.files("ampref.policies")
-
-
-def policy_names() -> list[str]:
-    """Names of the shipped policy files."""
-    return sorted(e.name[:-5] for e in _shipped().iterdir() if e.name.endswith(".toml"))
-
-
-def load_policy(name_or_path: str | Path) -> Policy:
-    """A shipped policy by name (``torch-cuda``, ``torch-cpu``) or a user's TOML file.
-
-    The file has ``name``, ``default_dtype`` and an ``[ops]`` table whose keys are the
-    categories (:data:`CATEGORIES`) and whose values are lists of aten op names;
-    ``[banned_advice]`` maps banned ops to the message raised. Shipped policies are
-    package data read with :mod:`importlib.resources` (their single source is
-    ``specs/policies/`` in the repository).
-
-    Raises:
-        ValueError: unknown name (shipped names listed), unreadable, non-UTF-8 or
-            malformed file, unknown category, a category that is not a list of strings,
-            or an op listed in two categories.
-        TypeError: ``name_or_path`` is neither a str nor a path.
-    """
-    if not isinstance(name_or_path, (str, os.PathLike)):
-        raise TypeError(f"policy must be a name or a path, got {type(name_or_path).__name__}: "
-                        f"{name_or_path!r}")
-    path = Path(name_or_path)
-    if not path.suffix and not path.exists():
-        entry = _shipped().joinpath(f"{name_or_path}.toml")
-        if not entry.is_file():
-            raise ValueError(f"unknown autocast policy {str(name_or_path)!r}; shipped policies: "
-                             f"{', '.join(policy_names())}, or a path to a .toml file, or a "
-                             f"jmp string like 'params=float32,compute=float16,output=float32'")
-        return parse_policy(entry.read_bytes(), f"ampref.policies/{name_or_path}.toml")
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise ValueError(f"cannot read autocast policy {str(path)!r}: {e.strerror or e}") from e
-    return parse_policy(data, str(path))
-
-
-def parse_policy(data: bytes, source: str) -> Policy:
-    """A :class:`Policy` from the bytes of a policy TOML file (``source`` names it in errors).
-
-    Raises:
-        ValueError: not UTF-8, not TOML, or not a valid policy (the fault named).
-    """
-    try:
-        raw = tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise ValueError(f"autocast policy {source!r} is not UTF-8 text: {e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"autocast policy {source!r} is not valid TOML: {e}") from None
-    ops = raw.get("ops")
-    if not isinstance(ops, dict) or "default_dtype" not in raw:
-        raise ValueError(f"policy file {source!r} needs 'default_dtype' and an [ops] table")
-    if not isinstance(raw["default_dtype"], str):
-        raise ValueError(f"policy {source!r}: default_dtype must be a format name string, got "
-                         f"{raw['default_dtype']!r}")
-    cats: dict[str, str] = {}
-    for cat, names in ops.items():
-        if cat not in CATEGORIES:
-            raise ValueError(f"policy {source!r}: unknown category {cat!r}; "
-                             f"choose from {', '.join(CATEGORIES)}")
-        if not isinstance(names, list) or not all(isinstance(op, str) for op in names):
-            raise ValueError(f"policy {source!r}: category {cat!r} must be a list of op name "
-                             f"strings, got {names!r}")
-        for op in names:
-            if op in cats:
-                raise ValueError(f"policy {source!r}: op {op!r} is in both {cats[op]!r} and {cat!r}")
-            cats[op] = cat
-    advice = raw.get("banned_advice", {})
-    if not isinstance(advice, dict) or not all(isinstance(v, str) for v in advice.values()):
-        raise ValueError(f"policy {source!r}: [banned_advice] must map op names to strings")
-    name = raw.get("name", Path(source).stem)
-    if not isinstance(name, str):
-        raise ValueError(f"policy {source!r}: name must be a string, got {name!r}")
-    return Policy(name=name, default_dtype=get_format(raw["default_dtype"]), categories=cats,
-                  advice=dict(advice), source=source)
-
-
-# -- jmp-style whole-model policies ----------------------------------------------------
-
-_JMP_NAMES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "f16": "float16", "float16": "float16",
-              "full": "float32", "f32": "float32", "float32": "float32", "f64": "float64",
-              "float64": "float64", "half": "float16"}
-_JMP_KEYS = {"p": "params", "params": "params", "c": "compute", "compute": "compute",
-             "o": "output", "output": "output"}
-
-
-@dataclass(frozen=True, kw_only=True)
-class MixedPolicy:
-    """jmp's whole-model policy: formats for parameters, computation and outputs."""
-
-    params: Format
-    compute: Format
-    output: Format
-
-    def __str__(self) -> str:
-        return f"params={self.params.name},compute={self.compute.name},output={self.output.name}"
-
-    def cast_to_param(self, x: Any) -> Any:
-        return _cast_tree(x, self.params)
-
-    def cast_to_compute(self, x: Any) -> Any:
-        return _cast_tree(x, self.compute)
-
-    def cast_to_output(self, x: Any) -> Any:
-        return _cast_tree(x, self.output)
-
-
-def _cast_tree(x: Any, fmt: Format) -> Any:
-    from .tensor import Tensor
-
-    if isinstance(x, Tensor):
-        return x.to(fmt) if x.format != fmt else x
-    if isinstance(x, (list, tuple)):
-        return type(x)(_cast_tree(v, fmt) for v in x)
-    if isinstance(x, dict):
-        return {k: _cast_tree(v, fmt) for k, v in x.items()}
-    return x
-
-
-def get_policy(spec: str) -> MixedPolicy:
-    """Parse a jmp policy string (AUT-JMP-001).
-
-    ``"params=float32,compute=bfloat16,output=float32"``; keys ``p|params``,
-    ``c|compute``, ``o|output``; params default to float32, compute follows params,
-    output follows compute. Without ``=`` one format is used for all three. Format names
-    as jmp: ``bf16|bfloat16``, ``f16|float16|half``, ``full|f32|float32``, ``f64|float64``.
-
-    Raises:
-        ValueError: unknown or repeated key, unknown format name (choices listed), or a
-            malformed part.
-    """
-    if not isinstance(spec, str):
-        raise TypeError(f"policy string expected, got {type(spec).__name__}")
-
-    def fmt(name: str) -> Format:
-        key = name.strip().lower()
-        if key not in _JMP_NAMES:
-            raise ValueError(f"unknown format {name!r} in policy {spec!r}; choose one of "
-                             f"{', '.join(_JMP_NAMES)}")
-        return get_format(_JMP_NAMES[key])
-
-    if "=" not in spec:
-        f = fmt(spec)
-        return MixedPolicy(params=f, compute=f, output=f)
-    parts: dict[str, Format] = {}
-    for part in spec.split(","):
-        kv = part.split("=")
-        if len(kv) != 2:
-            raise ValueError(f"malformed part {part!r} of policy {spec!r}: expected key=format")
-        key = kv[0].strip().lower()
-        if key not in _JMP_KEYS:
-            raise ValueError(f"unknown key {kv[0]!r} in policy {spec!r}; choose from "
-                             f"{', '.join(_JMP_KEYS)}")
-        if _JMP_KEYS[key] in parts:
-            raise ValueError(f"policy {spec!r} sets {_JMP_KEYS[key]} twice (jmp would silently "
-                             "keep the last one)")
-        parts[_JMP_KEYS[key]] = fmt(kv[1])
-    params = parts.get("params", get_format("float32"))
-    compute = parts.get("compute", params)
-    return MixedPolicy(params=params, compute=compute, output=parts.get("output", compute))
-
-
-# -- the autocast state ------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class _State:
@@ -255,19 +56,29 @@ class _State:
     dtype: Format | None
     policy: Policy | MixedPolicy | None
     cache_enabled: bool
+    region: Region | None = None
     suspended: bool = False  # inside a listed op: nested ops are not re-cast
 
 
 _STATE: contextvars.ContextVar[_State] = contextvars.ContextVar(
-    "ampref_autocast", default=_State(False, None, None, True))
-_DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("ampref_autocast_depth", default=0)
-# weight-cast cache: id(weight) -> (weakref to weight, cast tensor); cleared at depth 0
-_CACHE: contextvars.ContextVar[dict[int, tuple[Any, Any]] | None] = contextvars.ContextVar(
-    "ampref_autocast_cache", default=None)
+    "ampref_autocast", default=_State(False, None, None, True))  # noqa: B039 - frozen
 
 
-#: torch's device types and the shipped policy that reproduces each one's op lists
-DEVICE_POLICIES = {"cuda": "torch-cuda", "cpu": "torch-cpu"}
+@dataclass(frozen=True)
+class CastPlan:
+    """What the active policy decides for one op call.
+
+    Attributes:
+        targets: per input, the format to cast it to, or None to leave it.
+        cacheable: the casts may be served by the region's weight-cast cache.
+        output: a forced output format (``fp32_set_opt_dtype``), or None.
+        listed: the op is in the policy: its nested ops run without re-casting.
+    """
+
+    targets: tuple[Format | None, ...]
+    cacheable: bool = False
+    output: Format | None = None
+    listed: bool = False
 
 
 @contextmanager
@@ -315,17 +126,14 @@ def autocast(device_type: str, dtype: str | Format | None = None, enabled: bool 
         if fmt.name not in ("float16", "bfloat16"):
             raise ValueError(f"autocast dtype must be float16 or bfloat16 under policy "
                              f"{pol.name!r}, got {fmt.name}")
-    token = _STATE.set(_State(enabled, fmt, pol, cache_enabled))
-    depth = _DEPTH.get()
-    dtoken = _DEPTH.set(depth + 1)
-    ctoken = _CACHE.set({}) if depth == 0 else None
+    # the outermost region creates the cache identity; leaving it drops the cache (AUT-CAC-002)
+    region = _STATE.get().region or Region()
+    token = _STATE.set(_State(enabled, fmt, pol, cache_enabled, region))
     try:
         yield
     finally:
-        _DEPTH.reset(dtoken)
-        if ctoken is not None:
-            _CACHE.reset(ctoken)  # outermost exit clears the weight cache (AUT-CAC-002)
         _STATE.reset(token)
+
 
 
 def _flag(name: str, v: Any) -> bool:
@@ -337,42 +145,34 @@ def _flag(name: str, v: Any) -> bool:
 @contextmanager
 def suspended() -> Iterator[None]:
     """Nested ops of a listed op run without re-casting (torch excludes the key)."""
-    st = _STATE.get()
-    token = _STATE.set(_State(st.enabled, st.dtype, st.policy, st.cache_enabled, True))
+    token = _STATE.set(replace(_STATE.get(), suspended=True))
     try:
         yield
     finally:
         _STATE.reset(token)
 
 
-def _eligible(t: Any) -> bool:
-    return t.format.name != "float64"
-
-
-def _cast(t: Any, fmt: Format, cacheable: bool) -> Any:
-    from .functional import to_format
-
-    if t.format == fmt or not _eligible(t):
-        return t
+def cache_region() -> Region | None:
+    """The outermost region whose weight-cast cache may serve casts now, or None
+    (outside autocast, or ``cache_enabled=False``)."""
     st = _STATE.get()
-    cache = _CACHE.get()
-    if (cacheable and st.cache_enabled and cache is not None and t.format.name == "float32"
-            and t.requires_grad and t.is_leaf):
-        hit = cache.get(id(t))
-        if hit is not None and hit[0]() is t:
-            return hit[1]
-        out = to_format(t, fmt)
-        cache[id(t)] = (weakref.ref(t), out)
-        return out
-    return to_format(t, fmt)
+    return st.region if st.cache_enabled else None
+
+
+def _eligible(fmt: Format) -> bool:
+    return fmt.kernel  # every format but the storage-only float64
+
+
+def _to(fmts: Sequence[Format], target: Format) -> tuple[Format | None, ...]:
+    return tuple(target if f != target and _eligible(f) else None for f in fmts)
 
 
 def _prioritize(start: Format, fmts: list[Format], op: str) -> Format:
     """torch's at::autocast::prioritize folded over the eligible inputs (AUT-CAT-004)."""
     current = start
     for nxt in fmts:
-        if current.name == "float32" or nxt.name == "float32":
-            current = get_format("float32")
+        if current == F32 or nxt == F32:
+            current = F32
         elif current != nxt:
             raise TypeError(f"Unexpected floating ScalarType in at::autocast::prioritize: op {op!r} "
                             f"mixes {current.name} and {nxt.name} under {start.name} autocast "
@@ -380,31 +180,33 @@ def _prioritize(start: Format, fmts: list[Format], op: str) -> Format:
     return current
 
 
-def cast_inputs(op: str, tensors: list[Any]) -> tuple[list[Any], Format | None, bool]:
-    """Apply the active policy to op's tensor inputs (AUT-CAT-*).
+def plan(op: str, formats: Sequence[Format]) -> CastPlan:
+    """What the active policy does to op's inputs of these formats (AUT-CAT-*).
 
-    Returns (inputs, forced output format or None, listed). ``listed`` tells the op to
-    run its nested ops with autocast suspended.
+    Raises:
+        RuntimeError: the op is banned under the policy (torch's advice in the message).
+        TypeError: a promote op mixing float16 and bfloat16.
     """
     st = _STATE.get()
-    if not st.enabled or st.policy is None or st.suspended:
-        return tensors, None, False
-    assert st.dtype is not None  # set together with the policy
+    leave = CastPlan(targets=(None,) * len(formats))
+    if not st.enabled or st.policy is None or st.suspended or st.dtype is None:
+        return leave
     if isinstance(st.policy, MixedPolicy):
-        return [_cast(t, st.dtype, True) for t in tensors], None, True
+        return CastPlan(targets=_to(formats, st.dtype), cacheable=True, listed=True)
     cat = st.policy.category(op)
     if cat is None:
-        return tensors, None, False
+        return leave
     if cat == "banned":
         advice = st.policy.advice.get(op, "")
         raise RuntimeError(f"{op} is banned under autocast policy {st.policy.name!r}. {advice}")
     if cat == "lower_precision_fp":
-        return [_cast(t, st.dtype, True) for t in tensors], None, True
+        return CastPlan(targets=_to(formats, st.dtype), cacheable=True, listed=True)
     if cat == "fp32":
-        return [_cast(t, get_format("float32"), False) for t in tensors], None, True
+        return CastPlan(targets=_to(formats, F32), listed=True)
     if cat in ("fp32_set_opt_dtype", "fp32_append_dtype"):
-        first_ok = bool(tensors) and _eligible(tensors[0])
-        return tensors, (get_format("float32") if first_ok else None), True
+        first_ok = bool(formats) and _eligible(formats[0])
+        return CastPlan(targets=(None,) * len(formats), output=F32 if first_ok else None,
+                        listed=True)
     # promote: start at the autocast dtype, any fp32 -> fp32, fp16 with bf16 raises
-    target = _prioritize(st.dtype, [t.format for t in tensors if _eligible(t)], op)
-    return [_cast(t, target, False) for t in tensors], None, True
+    target = _prioritize(st.dtype, [f for f in formats if _eligible(f)], op)
+    return CastPlan(targets=_to(formats, target), listed=True)

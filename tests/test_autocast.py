@@ -13,7 +13,7 @@ import pytest
 
 import ampref
 import ampref.functional as F
-from ampref.autocast_mode import get_policy, load_policy, policy_names
+from ampref.policy import get_policy, load_policy, policy_names
 
 DATA = Path(__file__).parent / "data" / "autocast_torch.json"
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import pytest
 import ampref
 import ampref.functional as F
 from ampref import fp8scaling, nn, optim
-from ampref.autocast_mode import get_policy, load_policy
+from ampref.policy import get_policy, load_policy
 from ampref.testing import assert_bitwise_equal
 
 

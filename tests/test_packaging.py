@@ -16,7 +16,7 @@ import pytest
 
 import ampref
 from ampref import backends
-from ampref.autocast_mode import load_policy, policy_names
+from ampref.policy import load_policy, policy_names
 from ampref.backends import kernelsrc
 
 ROOT = Path(__file__).parents[1]

@@ -1,0 +1,107 @@
+"""Shape ops and gathers: reshape, transpose, broadcast_to, indexing, embedding, concat.
+
+Values are moved, never rounded (exact); gradients of repeated indices are added in
+float64 in index order and rounded once (ENG-IDX-001), embedding's weight gradient is a
+one-hot matmul with exactly rounded row sums (ENG-IDX-002).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..tensor import Tensor
+from .core import (autocast_inputs, backend_of, check_tensor, dims_of, make, promote, sum_to,
+                   to_format)
+
+__all__ = ["broadcast_to", "concat", "embedding", "index", "reshape", "transpose"]
+
+
+def reshape(input: Tensor, shape: Sequence[int]) -> Tensor:
+    x = check_tensor(input, "reshape")
+    try:
+        out = x.data.reshape(tuple(shape))
+    except ValueError as e:
+        raise ValueError(f"cannot reshape {x.shape} to {tuple(shape)}: {e}") from None
+    return make(x.backend, out, x.format, "reshape", [x], lambda g: (g.reshape(x.shape),))
+
+
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """Swap dims ``dim0`` and ``dim1``; a 1-D tensor with dims 0/-1 is returned unchanged.
+
+    Raises:
+        ValueError: a dim out of range for the tensor's shape (shape named).
+    """
+    x = check_tensor(input, "transpose")
+    dims_of(x, (dim0, dim1))
+    if x.ndim < 2:
+        return x
+    out = x.backend.xp.swapaxes(x.data, dim0, dim1)
+    return make(x.backend, out, x.format, "transpose", [x],
+                 lambda g: (x.backend.xp.swapaxes(g, dim0, dim1),))
+
+
+def broadcast_to(input: Tensor, shape: Sequence[int]) -> Tensor:
+    x = check_tensor(input, "broadcast_to")
+    be = x.backend
+    out = be.xp.broadcast_to(x.data, tuple(shape))
+    return make(be, out, x.format, "broadcast_to", [x], lambda g: (sum_to(be, g, x.shape),))
+
+
+def index(input: Tensor, idx: Any) -> Tensor:
+    """x[idx] (basic and integer-array indexing). Gradients of repeated indices add in
+    float64 in index order, then round once (ENG-IDX-001)."""
+    x = check_tensor(input, "index")
+    be = x.backend
+    if isinstance(idx, Tensor):
+        idx = idx.data.astype(np.int64)
+    out = x.data[idx]
+
+    def bwd(g: Any) -> tuple[Any]:
+        acc = be.xp.zeros(x.shape, dtype=be.xp.float64)
+        be.xp.add.at(acc, idx, g.astype(be.xp.float64))
+        return (acc,)
+    return make(be, be.xp.asarray(out), x.format, "index", [x], bwd)
+
+
+def embedding(input: Any, weight: Tensor) -> Tensor:
+    """weight[ids]; the weight gradient is a one-hot matmul, so each row's sum is exact
+    then rounded once (ENG-IDX-002). Not autocast-listed: output in weight's format."""
+    weight = check_tensor(weight, "embedding")
+    be = weight.backend
+    ids_arr = be.xp.asarray(input.data if isinstance(input, Tensor) else input)
+    if ids_arr.dtype.kind not in "iu":
+        raise TypeError(f"embedding ids must be integers, got dtype {ids_arr.dtype}")
+    V = weight.shape[0]
+    if ids_arr.size and (int(ids_arr.min()) < 0 or int(ids_arr.max()) >= V):
+        raise ValueError(f"embedding ids must lie in [0, {V}), got range "
+                         f"[{int(ids_arr.min())}, {int(ids_arr.max())}]")
+    out = weight.data[ids_arr]
+
+    def bwd(g: Any) -> tuple[Any]:
+        flat = ids_arr.reshape(-1)
+        G = g.reshape(flat.size, -1)
+        onehot = be.xp.zeros((V, flat.size), dtype=G.dtype)
+        onehot[flat, be.xp.arange(flat.size)] = 1
+        return (be.matmul(onehot, G),)
+    return make(be, out, weight.format, "embedding", [weight], bwd)
+
+
+def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Concatenate along ``dim``; autocast name ``cat`` (promote under torch-cpu)."""
+    ts = [check_tensor(t, "concat") for t in tensors]
+    if not ts:
+        raise ValueError("concat needs at least one tensor")
+    axis = dims_of(ts[0], dim)[0]
+    be = backend_of(*ts)
+    ts, _, _ = autocast_inputs("cat", ts)
+    fmt = promote([t.format for t in ts])
+    ts = [to_format(t, fmt) for t in ts]
+    out = be.xp.concatenate([t.data for t in ts], axis=axis)
+    cuts = [int(c) for c in np.cumsum([t.shape[axis] for t in ts])[:-1]]
+
+    def bwd(g: Any) -> tuple[Any, ...]:
+        return tuple(be.xp.split(g, cuts, axis=axis))
+    return make(be, out, fmt, "cat", ts, bwd)
