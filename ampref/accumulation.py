@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from . import tensorcore
 from .cast import quantize
-from .exactsum import add_rounded
+from .exactsum import add_rounded, round_odd_exact
 from .formats import Format, get_format
 
 __all__ = ["MODELS", "dot", "matmul", "parse_model", "error_bound"]
@@ -91,26 +91,8 @@ def _exact(a: Any, b: Any, c: Any, fmt: Format) -> Any:
     terms = np.concatenate([a * b, c[..., None]], axis=-1).reshape(-1, a.shape[-1] + 1)
     out = np.empty(terms.shape[0])
     for i, row in enumerate(terms):
-        out[i] = _round_odd_exact(row)
+        out[i] = round_odd_exact(row)
     return quantize(out, fmt).reshape(c.shape)
-
-
-def _round_odd_exact(row: npt.NDArray[np.float64]) -> float:
-    """float64 round-to-odd of the exact sum of a row (Python integers)."""
-    if not np.all(np.isfinite(row)):
-        return float(np.sum(row))
-    m, e = np.frexp(row)
-    ints = (m * 2.0**53).astype(np.int64)
-    base = int(e.min()) - 53
-    total = sum(int(v) << int(k - 53 - base) for v, k in zip(ints, e))
-    if total == 0:
-        return 0.0
-    sign, mag = (-1 if total < 0 else 1), abs(total)
-    drop = max(mag.bit_length() - 53, 0)
-    kept = mag >> drop
-    if drop and (mag & ((1 << drop) - 1)):
-        kept |= 1  # sticky: round to odd
-    return sign * math.ldexp(float(kept), base + drop)
 
 
 def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,

@@ -30,7 +30,7 @@ backend. Computing it directly is slow; this module gets it from float64 BLAS:
    26(6), 2005, Prop. 4.5): ``|res - s| <= u |s| + gamma(K)^2 sum_k |a_k b_k|``, and
    certified again with that bound.
 6. Phase *exact*: the few left (an exact sum at or next to a float32 tie) are computed
-   with integer arithmetic (:func:`ampref.accumulation._round_odd_exact`, then one
+   with integer arithmetic (:func:`ampref.exactsum.round_odd_exact`, then one
    rounding).
 
 NaN/inf: a non-finite input makes ``r`` non-finite through IEEE float64 arithmetic,
@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .accumulation import _round_odd_exact
+from .exactsum import round_odd_exact
 
 __all__ = ["STATS", "Stats", "matmul_f32", "sum_f32"]
 
@@ -144,7 +144,7 @@ def _refine(terms: npt.NDArray[np.float64], xp: Any = np) -> npt.NDArray[np.floa
     STATS.elements -= res.size  # the same elements, counted once
     for i in _to_host(xp, xp.flatnonzero(still)):
         # the integer fallback runs on the host (a handful of elements per thousands)
-        r32[int(i)] = xp.float32(_round_odd_exact(_to_host(xp, terms[int(i)])))
+        r32[int(i)] = xp.float32(round_odd_exact(_to_host(xp, terms[int(i)])))
     STATS.fallbacks += int(still.sum())
     return r32
 

@@ -9,6 +9,7 @@ correctly rounded exact sum (Boldo & Melquiond, IEEE TC 2008). Spec: ACC-EXA-001
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy.typing as npt
 from .cast import quantize
 from .formats import Format
 
-__all__ = ["two_sum", "round_odd_pair", "add_rounded"]
+__all__ = ["two_sum", "round_odd_pair", "add_rounded", "round_odd_exact"]
 
 
 def two_sum(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> tuple[Any, Any]:
@@ -52,3 +53,21 @@ def add_rounded(x: npt.ArrayLike, y: npt.ArrayLike, fmt: Format, rounding: str) 
         s, e = two_sum(a, b)
         e = np.where(np.isfinite(s), e, 0.0)
     return quantize(round_odd_pair(s, e), fmt, rounding)
+
+
+def round_odd_exact(row: npt.NDArray[np.float64]) -> float:
+    """float64 round-to-odd of the exact sum of a row (Python integers)."""
+    if not np.all(np.isfinite(row)):
+        return float(np.sum(row))
+    m, e = np.frexp(row)
+    ints = (m * 2.0**53).astype(np.int64)
+    base = int(e.min()) - 53
+    total = sum(int(v) << int(k - 53 - base) for v, k in zip(ints, e))
+    if total == 0:
+        return 0.0
+    sign, mag = (-1 if total < 0 else 1), abs(total)
+    drop = max(mag.bit_length() - 53, 0)
+    kept = mag >> drop
+    if drop and (mag & ((1 << drop) - 1)):
+        kept |= 1  # sticky: round to odd
+    return sign * math.ldexp(float(kept), base + drop)

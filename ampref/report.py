@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .formats import get_format
+from .stats import LOG2_BINS
 
 __all__ = ["write_report", "write_compare_plot"]
 
@@ -44,8 +45,6 @@ def _low_format(run: Any) -> str:
 
 
 def _hist_grid(plt: Any, hists: dict[str, list[int]], title: str, fmt_name: str, path: Path) -> None:
-    from .train import LOG2_BINS
-
     names = sorted(hists)
     if not names:
         return

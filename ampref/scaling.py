@@ -445,9 +445,9 @@ class LossScaler:
         """loss * scale (SCL-OBJ-001): a 0-d loss gives float32 (float64 for float64),
         an n-d loss keeps its dtype (computed in float32, rounded once to it). An engine
         :class:`ampref.Tensor` gives a Tensor (the multiply recorded in its graph)."""
-        from .tensor import Tensor
-
-        if isinstance(loss, Tensor):
+        if callable(getattr(loss, "backward", None)):
+            # an engine Tensor (recognised by its interface: this module sits below the
+            # tensor layer and does not import it): the multiply joins its graph
             out = loss * float(self.scale)
             out.loss_scale = float(self.scale)  # its backward marks the gradients as scaled
             return out

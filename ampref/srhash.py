@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["fmix32", "random_bits", "random_bits_at", "random_bits_scalar", "check_seed", "SEED_LIMIT"]
+__all__ = ["SEED_LIMIT", "check_seed", "fmix32", "keys", "random_bits", "random_bits_at",
+           "random_bits_scalar"]
 
 SEED_LIMIT = 1 << 64
 _M32 = 0xFFFFFFFF
@@ -51,7 +52,9 @@ def check_seed(seed: object) -> int:
     return int(seed)
 
 
-def _keys(seed: int) -> tuple[int, int]:
+def keys(seed: int) -> tuple[int, int]:
+    """The two 32-bit hash keys derived from a checked 64-bit seed (FMT-SR-002); device
+    kernels take these keys instead of the seed."""
     k1 = fmix32((seed & _M32) ^ 0x9E3779B9)
     k2 = fmix32((seed >> 32) ^ 0x7F4A7C15 ^ k1)
     return k1, k2
@@ -59,7 +62,7 @@ def _keys(seed: int) -> tuple[int, int]:
 
 def random_bits_at(seed: int, index: Any, xp: Any = np) -> npt.NDArray[np.uint32]:
     """Random words for an array of flat element indices (any integer dtype >= 0)."""
-    k1, k2 = _keys(check_seed(seed))
+    k1, k2 = keys(check_seed(seed))
     idx = index.astype(xp.uint64)
     lo = (idx & xp.uint64(_M32)).astype(xp.uint32)
     hi = (idx >> xp.uint64(32)).astype(xp.uint32)
@@ -74,6 +77,6 @@ def random_bits(seed: int, start: int, count: int, xp: Any = np) -> npt.NDArray[
 
 def random_bits_scalar(seed: int, index: int) -> int:
     """Pure-Python twin of :func:`random_bits` for one index (used by oracles)."""
-    k1, k2 = _keys(check_seed(seed))
+    k1, k2 = keys(check_seed(seed))
     h = fmix32((index & _M32) ^ k1)
     return fmix32(h ^ (index >> 32) ^ k2)

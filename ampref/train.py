@@ -37,8 +37,10 @@ from . import functional as F
 from . import nn, optim
 from .atomicio import atomic_write, atomic_write_with
 from .autocast_mode import autocast
+from .report import write_compare_plot, write_report
 from .scaling import PROFILES, LossScaler, StaticLossScaler
 from .srhash import random_bits, random_bits_scalar
+from .stats import StepStats, log2_hist
 from .tensor import Tensor, observe_gradients
 
 __all__ = [
@@ -242,35 +244,6 @@ class CharTransformer(nn.Module):
         return self.head(self.ln(x))
 
 
-# -- numerics statistics --------------------------------------------------------------------
-
-LOG2_BINS = np.arange(-150, 130, 2)
-
-
-def _log2_hist(values: np.ndarray) -> list[int]:
-    v = np.abs(values[np.isfinite(values) & (values != 0)]).astype(np.float64)
-    return np.histogram(np.log2(v), bins=LOG2_BINS)[0].tolist() if v.size else [0] * (len(LOG2_BINS) - 1)
-
-
-class StepStats:
-    """Per-layer counts of gradient elements rounded into a low format during backward."""
-
-    def __init__(self) -> None:
-        self.layers: dict[str, list[int]] = {}  # name -> [elements, underflow, overflow]
-        self.raw_grads: dict[str, list[np.ndarray]] = {}
-        self.keep_raw = False
-
-    def __call__(self, t: Tensor, raw: Any, rounded: Any) -> None:
-        name = t.name or "other intermediates"
-        xp = t.backend.xp  # counted where the gradients live; only the counts travel
-        c = self.layers.setdefault(name, [0, 0, 0])
-        c[0] += raw.size
-        c[1] += int(xp.count_nonzero((raw != 0) & xp.isfinite(raw) & (rounded == 0)))
-        c[2] += int(xp.count_nonzero(xp.isfinite(raw) & ~xp.isfinite(rounded)))
-        if self.keep_raw:
-            self.raw_grads.setdefault(name, []).append(t.backend.to_numpy(raw).reshape(-1))
-
-
 # -- one run ----------------------------------------------------------------------------------
 
 @dataclass
@@ -396,12 +369,12 @@ class Run:
         return rec
 
     def _record_hists(self, s: int, stats: StepStats, scale: float) -> None:
-        h: dict[str, Any] = {"activations": {k: _log2_hist(v) for k, v in self._acts.items()},
+        h: dict[str, Any] = {"activations": {k: log2_hist(v) for k, v in self._acts.items()},
                              "gradients": {}}
         if stats.raw_grads:  # scaled gradients as they were before rounding to the low format
-            h["gradients"] = {k: _log2_hist(np.concatenate(v)) for k, v in stats.raw_grads.items()}
+            h["gradients"] = {k: log2_hist(np.concatenate(v)) for k, v in stats.raw_grads.items()}
         else:  # float32 mode: the master gradients (times the scale, which is 1)
-            h["gradients"] = {n: _log2_hist(p.backend.to_numpy(p.grad) * scale)
+            h["gradients"] = {n: log2_hist(p.backend.to_numpy(p.grad) * scale)
                               for n, p in self.model.named_parameters() if p.grad is not None}
         self.state.hists[str(s)] = h
         self._acts = {}
@@ -680,8 +653,6 @@ def train(cfg: TrainConfig, out: str | Path, *, resume: bool = False, progress: 
                                           for i, (n, p) in enumerate(run.model.named_parameters())})
         _write_metrics(run, out, summary)
         if report:
-            from .report import write_report
-
             write_report(run, out, summary)
     return summary
 
@@ -758,8 +729,6 @@ def compare(cfg: TrainConfig, modes: list[str], out: str | Path, *, progress: bo
     table = compare_table(rows)
     atomic_write(str(out / "compare.md"), table + "\n")
     if report:
-        from .report import write_compare_plot
-
         write_compare_plot(out, modes)
     return rows
 

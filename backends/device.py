@@ -44,7 +44,7 @@ from ampref import certified as _cert
 from ampref.formats import Format, get_format
 from ampref.rounding import get_rounding
 from ampref.scaling import ScalerConfig, ScalerState
-from ampref.srhash import _keys, check_seed
+from ampref.srhash import keys, check_seed
 
 from .kernelsrc import (
     ST_FOUND,
@@ -119,7 +119,7 @@ class DeviceBackend:
 
     def random_bits(self, seed: int, start: int, count: int) -> Any:
         """srhash words for flat indices start..start+count-1 (BKD-QNT-002)."""
-        k1, k2 = _keys(check_seed(seed))
+        k1, k2 = keys(check_seed(seed))
         if int(start) < 0 or int(count) < 0 or int(start) + int(count) > 2**63:
             raise ValueError(f"random_bits needs start and count >= 0 with start + count <= 2**63, "
                              f"got start={start}, count={count}")

@@ -24,7 +24,7 @@ import numpy as np
 from ampref.formats import Encoding, Format, get_format
 from ampref.rounding import RoundingMode, get_rounding
 from ampref.scaling import ScalerConfig, ScalerState
-from ampref.srhash import _keys, check_seed
+from ampref.srhash import keys, check_seed
 
 __all__ = [
     "ACTIONS",
@@ -111,7 +111,7 @@ def stochastic_keys(rounding: str | RoundingMode, seed: int | None) -> tuple[int
     if seed is None:
         raise ValueError("rounding='stochastic' needs seed=<int in [0, 2**64)>; "
                          "random bits are a function of (seed, element index)")
-    return _keys(check_seed(seed))
+    return keys(check_seed(seed))
 
 
 def scaler_arrays(cfg: ScalerConfig) -> tuple[np.ndarray, np.ndarray]:

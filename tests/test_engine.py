@@ -12,7 +12,7 @@ from engine_cases import cases, inputs
 import ampref
 import ampref.functional as F
 from ampref import certified
-from ampref.accumulation import _round_odd_exact
+from ampref.exactsum import round_odd_exact
 from ampref.testing import arrays
 
 CASES = cases()
@@ -82,7 +82,7 @@ def test_matmul_is_the_exact_dot_product_rounded_once_to_float32() -> None:
     b[:, 4] = 1.0 / 3
     got = F.matmul(ampref.tensor(a), ampref.tensor(b)).numpy()
     A, B = a.astype(np.float64), b.astype(np.float64)
-    want = np.array([[np.float32(_round_odd_exact(A[i] * B[:, j])) for j in range(9)] for i in range(17)])
+    want = np.array([[np.float32(round_odd_exact(A[i] * B[:, j])) for j in range(9)] for i in range(17)])
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), f"{_hex(got)} != {_hex(want)}"
 
 
@@ -101,7 +101,7 @@ def test_sum_is_the_exact_sum_rounded_once_whatever_the_order() -> None:
     rng = np.random.default_rng(6)
     x = (rng.standard_normal((64, 33)) * 2.0 ** rng.integers(-30, 30, (64, 33))).astype(np.float32)
     got = F.sum(ampref.tensor(x), 1).numpy()
-    want = np.array([np.float32(_round_odd_exact(r.astype(np.float64))) for r in x])
+    want = np.array([np.float32(round_odd_exact(r.astype(np.float64))) for r in x])
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), f"{_hex(got)} != {_hex(want)}"
     perm = rng.permutation(33)
     again = F.sum(ampref.tensor(x[:, perm]), 1).numpy()
@@ -323,7 +323,7 @@ def test_conv2d_outputs_are_exact_dot_products_rounded_once() -> None:
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
     for n, o, i, j in np.ndindex(*got.shape):
         patch = xp[n, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].reshape(-1)
-        dot = np.float32(_round_odd_exact(patch * w[o].astype(np.float64).reshape(-1)))
+        dot = np.float32(round_odd_exact(patch * w[o].astype(np.float64).reshape(-1)))
         want = np.float32(dot + b[o])
         assert got[n, o, i, j].view(np.uint32) == want.view(np.uint32), \
             f"{(n, o, i, j)}: {got[n, o, i, j].view(np.uint32):08x} != {want.view(np.uint32):08x}"
