@@ -74,13 +74,16 @@ def cases() -> dict[str, Case]:
         "mse_loss": ([(4, 3), (4, 3)], F.mse_loss, T(lambda a, b: _torch()[1].mse_loss(a, b)), "any"),
         "binary_cross_entropy": ([(4, 3), (4, 3)], F.binary_cross_entropy,
                                  T(lambda p, y: _torch()[1].binary_cross_entropy(p, y)), "prob"),
-        "sdpa": ([(2, 4, 3), (2, 5, 3), (2, 5, 2)], F.scaled_dot_product_attention,
+        "scaled_dot_product_attention": ([(2, 4, 3), (2, 5, 3), (2, 5, 2)], F.scaled_dot_product_attention,
                  T(lambda q, k, v: _torch()[1].scaled_dot_product_attention(q, k, v)), "any"),
-        "sdpa_causal": ([(2, 4, 3), (2, 4, 3), (2, 4, 2)],
+        "scaled_dot_product_attention_causal": ([(2, 4, 3), (2, 4, 3), (2, 4, 2)],
                         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                         T(lambda q, k, v: _torch()[1].scaled_dot_product_attention(q, k, v, is_causal=True)),
                         "any"),
         "dropout": ([(4, 3)], lambda a: F.dropout(a, 0.25, seed=7), None, "any"),
+        # float64 -> float64 is the identity; casts to narrower formats are checked bitwise
+        # in test_engine (ENG-CST-001), not by finite differences
+        "to_format": ([(4, 3)], lambda a: F.to_format(a, "float64"), T(lambda a: a.double()), "any"),
         "conv2d": ([(2, 2, 5, 4), (3, 2, 3, 2), (3,)], lambda x, w, b: F.conv2d(x, w, b, padding=1),
                    T(lambda x, w, b: _torch()[1].conv2d(x, w, b, padding=1)), "any"),
         "conv2d_strided": ([(1, 2, 6, 5), (2, 2, 2, 3)], lambda x, w: F.conv2d(x, w, stride=(2, 1)),

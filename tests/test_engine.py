@@ -30,6 +30,12 @@ def _scalar(fn, arrays):  # type: ignore[no-untyped-def]
     return (out * w).sum(), ts
 
 
+@pytest.mark.clause("ENG-BWD-001")
+def test_every_public_op_has_a_gradient_case() -> None:
+    missing = [n for n in F.__all__ if not any(k == n or k.startswith(n + "_") for k in CASES)]
+    assert missing == [], "public ops without a case in tests/engine_cases.py"
+
+
 @pytest.mark.clause("ENG-BWD-001", "ENG-F64-001")
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_every_op_gradient_matches_float64_central_differences(op: str) -> None:
