@@ -14,12 +14,20 @@ from .tensor import Tensor, no_grad, tensor
 
 __version__ = "0.1.0"
 
-# every format of the table is public by its canonical name (ampref.float8_e4m3fn, ...);
-# the three most used are also spelled out for static analysers
-globals().update(FORMATS)
+# every format of the table is public by its canonical name; spelled out (not a
+# globals() update) so that static analysers see them, and checked against FORMATS by a test
 float32 = FORMATS["float32"]
 float16 = FORMATS["float16"]
 bfloat16 = FORMATS["bfloat16"]
+tf32 = FORMATS["tf32"]
+float8_e4m3fn = FORMATS["float8_e4m3fn"]
+float8_e5m2 = FORMATS["float8_e5m2"]
+float8_e4m3fnuz = FORMATS["float8_e4m3fnuz"]
+float8_e5m2fnuz = FORMATS["float8_e5m2fnuz"]
+float8_e8m0fnu = FORMATS["float8_e8m0fnu"]
+float6_e2m3fn = FORMATS["float6_e2m3fn"]
+float6_e3m2fn = FORMATS["float6_e3m2fn"]
+float4_e2m1fn = FORMATS["float4_e2m1fn"]
 
 __all__ = [
     "FORMATS", "Encoding", "Format", "LossScaler", "RoundingMode", "StaticLossScaler",

@@ -62,7 +62,7 @@ def round_odd_exact(row: npt.NDArray[np.float64]) -> float:
     m, e = np.frexp(row)
     ints = (m * 2.0**53).astype(np.int64)
     base = int(e.min()) - 53
-    total = sum(int(v) << int(k - 53 - base) for v, k in zip(ints, e))
+    total = sum(int(v) << int(k - 53 - base) for v, k in zip(ints, e, strict=True))
     if total == 0:
         return 0.0
     sign, mag = (-1 if total < 0 else 1), abs(total)

@@ -132,7 +132,7 @@ class Optimizer:
         if len(sd["state"]) != len(self.params) or len(sd["master"]) != len(self.params):
             raise ValueError(f"optimizer state has {len(sd['state'])} parameters, this optimizer "
                              f"has {len(self.params)}")
-        for p, s, m in zip(self.params, sd["state"], sd["master"], strict=True):
+        for p, s in zip(self.params, sd["state"], strict=True):
             for k, v in s.items():
                 if np.shape(v) not in ((), p.shape):
                     raise ValueError(f"optimizer buffer {k!r} has shape {np.shape(v)}, parameter {p.shape}")

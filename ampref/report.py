@@ -52,7 +52,7 @@ def _hist_grid(plt: Any, hists: dict[str, list[int]], title: str, fmt_name: str,
     rows = math.ceil(len(names) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.4 * rows), squeeze=False)
     centers = (LOG2_BINS[:-1] + LOG2_BINS[1:]) / 2
-    for ax, name in zip(axes.flat, names):
+    for ax, name in zip(axes.flat, names, strict=False):  # more panels than names: the rest are hidden
         counts = np.asarray(hists[name])
         ax.bar(centers, counts, width=2.0, color="steelblue")
         _range_lines(ax, fmt_name)

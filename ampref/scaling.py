@@ -557,7 +557,7 @@ class LossScaler:
         return optimizer in self._found
 
     # -- update ----------------------------------------------------------------------
-    def update(self, found_inf: bool | None = None) -> bool:
+    def update(self, found_inf: bool | np.bool_ | None = None) -> bool:
         """One transition for the whole step; returns True when the step is applied.
 
         With ``found_inf=None`` the checks recorded by :meth:`unscale` (any number of
@@ -776,7 +776,7 @@ class StaticLossScaler(LossScaler):
                              f"(it becomes {as_f32!r}); choose a scale in (0, 3.4e38]")
         super().__init__(ScalerConfig(init_scale=float(scale), arith="f64"), profile="static")
 
-    def update(self, found_inf: bool | None = None) -> bool:
+    def update(self, found_inf: bool | np.bool_ | None = None) -> bool:
         if found_inf is None:
             if not self._found:
                 raise RuntimeError("No inf checks were recorded prior to update()")

@@ -179,7 +179,10 @@ class DeviceBackend:
         """The tensor-core chain kernel on zero-padded codes (BKD-MM-003)."""
         M, K = a.shape
         N = b.shape[1]
-        up = lambda n: max(_TILE, -(-n // _TILE) * _TILE)
+
+        def up(n: int) -> int:  # the next multiple of the tile, at least one tile
+            return max(_TILE, -(-n // _TILE) * _TILE)
+
         A = self._padded_codes(a, up(M), up(K), fmt)
         B = self._padded_codes(b, up(K), up(N), fmt)
         C = self.kernels.mma_chain(A, B, fmt.name)

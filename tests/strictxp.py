@@ -182,9 +182,10 @@ def _unary(op: Any) -> Any:
     return f
 
 
-for _name, _op in (("neg", operator.neg), ("pos", operator.pos), ("abs", operator.abs),
-                   ("invert", operator.invert)):
-    setattr(DeviceArray, f"__{_name}__", _unary(_op))
+_UNARY_OPS: tuple[tuple[str, Any], ...] = (
+    ("neg", operator.neg), ("pos", operator.pos), ("abs", operator.abs), ("invert", operator.invert))
+for _name, _uop in _UNARY_OPS:
+    setattr(DeviceArray, f"__{_name}__", _unary(_uop))
 DeviceArray.__hash__ = None  # type: ignore[assignment]
 
 

@@ -20,7 +20,7 @@ F32 = ampref.float32
 
 def exact_rounded(a: np.ndarray, b: np.ndarray, c: float) -> np.float32:
     """Oracle: exact sum with Fractions, one nearest-even rounding by the scalar oracle."""
-    s = sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b)), Fraction(float(c)))
+    s = sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b, strict=True)), Fraction(float(c)))
     code = oracle.round_scalar(s, F32, "nearest_even")
     return np.array([code], np.uint32).view(np.float32)[0]
 
@@ -29,7 +29,7 @@ def exact_rounded(a: np.ndarray, b: np.ndarray, c: float) -> np.float32:
 @given(a=arrays("fp16", 12), b=arrays("fp16", 12), c=st.floats(-1e4, 1e4, width=32))
 def test_sequential_equals_a_plain_float32_loop(a: np.ndarray, b: np.ndarray, c: float) -> None:
     d = np.float32(c)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         d = np.float32(d + np.float32(x) * np.float32(y))  # fp16 products are exact in fp32
     got = acc.dot(a, b, c, accumulation="sequential", input_format="fp16")
     assert_bitwise_equal(got, np.asarray(d, np.float32))
@@ -45,7 +45,7 @@ def test_pairwise_equals_a_float32_recursive_halving(a: np.ndarray, b: np.ndarra
         return np.float32(tree(p[:h]) + tree(p[h:]))
 
     with np.errstate(over="ignore"):  # bf16 products may overflow fp32: both sides give inf
-        want = np.float32(tree([np.float32(x * y) for x, y in zip(a, b)]) + np.float32(0.5))
+        want = np.float32(tree([np.float32(x * y) for x, y in zip(a, b, strict=True)]) + np.float32(0.5))
     got = acc.dot(a, b, 0.5, accumulation="pairwise", input_format="bf16")
     assert_bitwise_equal(got, np.asarray(want, np.float32))
 
@@ -55,7 +55,7 @@ def test_pairwise_equals_a_float32_recursive_halving(a: np.ndarray, b: np.ndarra
 def test_fma_chain_rounds_once_per_step_exactly(a: np.ndarray, b: np.ndarray) -> None:
     a, b = np.clip(a, -2.0**60, 2.0**60), np.clip(b, -2.0**60, 2.0**60)  # no fp32 overflow
     d = Fraction(0)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         d = Fraction(float(exact_rounded(np.array([x]), np.array([y]), float(d))))
     got = acc.dot(a.astype(np.float64), b.astype(np.float64), accumulation="fma-chain")
     assert Fraction(float(got)) == d
@@ -105,8 +105,8 @@ def test_error_bound_holds_on_adversarial_inputs_with_chained_blocks(model: str,
         a, b = adversarial(rng, fmt, (300, k)), adversarial(rng, fmt, (300, k))
         c = ampref.quantize(rng.standard_normal(300) * 10, "float32")
         got = acc.dot(a, b, c, accumulation=model, input_format=fmt).astype(np.float64)
-        exact = np.array([float(sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(r, s)),
-                                    Fraction(float(z)))) for r, s, z in zip(a, b, c)])
+        exact = np.array([float(sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(r, s, strict=True)),
+                                    Fraction(float(z)))) for r, s, z in zip(a, b, c, strict=True)])
         bound = acc.error_bound(a, b, c, accumulation=model, input_format=fmt)
         assert np.all(np.abs(got - exact) <= bound), (model, fmt, k, np.max(np.abs(got - exact) / bound))
 
@@ -115,7 +115,7 @@ def test_error_bound_holds_on_adversarial_inputs_with_chained_blocks(model: str,
 @given(a=arrays("fp16", 16), b=arrays("fp16", 16))
 def test_one_block_is_within_the_block_fma_bound_of_the_exact_sum(a: np.ndarray, b: np.ndarray) -> None:
     got = acc.dot(a, b, accumulation="tensorcore:h100", input_format="fp16")
-    exact = float(sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b)))
+    exact = float(sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b, strict=True)))
     assert abs(float(got) - exact) <= acc.error_bound(a, b, accumulation="tensorcore:h100",
                                                       input_format="fp16")
 

@@ -65,7 +65,7 @@ def _imports(name: str, path: Path, is_pkg: bool, known: set[str]) -> list[tuple
     if name == "ampref.backends":  # the registry names its modules as strings
         registry = [n for n in ast.walk(tree) if isinstance(n, ast.Constant)
                     and isinstance(n.value, str) and n.value.startswith("ampref.backends.")]
-        out += [(n.value, True, "") for n in registry]
+        out += [(str(n.value), True, "") for n in registry]
     return [(t, f, a) for t, f, a in out if t in known and t != name]
 
 

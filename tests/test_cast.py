@@ -11,6 +11,8 @@ import warnings
 from fractions import Fraction
 
 import ml_dtypes
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -31,8 +33,8 @@ MODES = [m.value for m in RoundingMode]
 DIRECT = [m for m in MODES if m != "stochastic"]
 
 
-def ref_dtype(fmt: Format) -> object:
-    return np.float16 if fmt.name == "float16" else getattr(ml_dtypes, fmt.dtype_name)
+def ref_dtype(fmt: Format) -> Any:
+    return np.float16 if fmt.name == "float16" else getattr(ml_dtypes, str(fmt.dtype_name))
 
 
 def peer_codes(x: np.ndarray, fmt: Format) -> np.ndarray:
@@ -64,7 +66,7 @@ def _midpoints(v: np.ndarray, fmt: Format, dtype: type) -> np.ndarray:
     mids = ((v[:-1] + v[1:]) / 2).astype(dtype)  # exact: midpoints need one more bit
     up = np.nextafter(mids, dtype(np.inf))
     dn = np.nextafter(mids, dtype(-np.inf))
-    above_max = np.array([fmt.max * (1 + fmt.eps / 2)], dtype=dtype)
+    above_max: np.ndarray = np.array([fmt.max * (1 + fmt.eps / 2)], dtype=dtype)
     return np.concatenate([mids, up, dn, above_max, np.nextafter(above_max, dtype(0)),
                            np.nextafter(above_max, dtype(np.inf))])
 
@@ -187,7 +189,7 @@ def _grid_inputs(fmt: Format, dtype: type, count: int = 600) -> np.ndarray:
 
 
 def _with_landmarks(pick: np.ndarray, fmt: Format, dtype: type) -> np.ndarray:
-    land = np.array([0.0, fmt.tiny, fmt.smallest_subnormal / 2, fmt.smallest_subnormal * 0.75,
+    land: np.ndarray = np.array([0.0, fmt.tiny, fmt.smallest_subnormal / 2, fmt.smallest_subnormal * 0.75,
                      fmt.max, fmt.max * 2, np.inf, np.nan, 1e-45 if dtype is np.float32 else 1e-300],
                     dtype=dtype)
     base = np.concatenate([pick, land])
@@ -206,7 +208,7 @@ def test_every_directed_and_nearest_mode_matches_the_exact_oracle(fmt: Format, r
         vals = [1 + 2.0**-11, 1 + 3 * 2.0**-11, 1 + 2.0**-11 + 2.0**-40, 3.4e38, -2.0**-140,
                 2.0**-149, np.nan, np.inf, 0.0, -0.0, 1e-300, 1 + 2.0**-24, 1 + 3 * 2.0**-24]
         with np.errstate(under="ignore"):
-            x = np.array(vals, dtype=dtype)
+            x: np.ndarray = np.array(vals, dtype=dtype)
     else:
         x = _grid_inputs(fmt, dtype, 300)
     _check_against_oracle(x, fmt, rnd)
@@ -245,7 +247,7 @@ def test_result_is_one_of_the_two_neighbours_and_quantize_is_idempotent(
     a = np.array(x, dtype=np.float32)
     q = ampref.quantize(a, fmt, rnd, saturate=True)
     assert_bitwise_equal(ampref.quantize(q, fmt, rnd, saturate=True), q)
-    for xi, qi in zip(a, q):
+    for xi, qi in zip(a, q, strict=True):
         if not fmt.has_zero and xi <= 0:
             continue
         lo, hi = oracle.neighbours(abs(Fraction(float(xi))), fmt)
@@ -361,7 +363,7 @@ def test_special_values_follow_the_spec_table(fmt: str, inputs: list[float], cod
 def test_overflow_in_directed_modes_and_under_saturation(method: str) -> None:
     x = np.array([1e6, -1e6, np.inf, -np.inf], np.float32)
 
-    def q(fmt: str, rnd: str = "nearest_even", **kw: bool) -> list[float]:
+    def q(fmt: str, rnd: str = "nearest_even", **kw: Any) -> list[float]:
         if method == "array":
             return list(ampref.quantize(x, fmt, rnd, **kw))
         f = ampref.get_format(fmt)
@@ -423,7 +425,7 @@ def test_fast_tiers_agree_with_the_general_kernel(fmt: str, monkeypatch: pytest.
     rng = np.random.default_rng(9)
     x = (np.exp(rng.uniform(-110, 88, 50_000)) * rng.choice([-1, 1], 50_000)).astype(np.float32)
     for rnd in MODES:
-        kw = {"seed": 3} if rnd == "stochastic" else {}
+        kw: dict[str, Any] = {"seed": 3} if rnd == "stochastic" else {}
         fast = ampref.encode(x, fmt, rnd, **kw)
         monkeypatch.setattr(cast, "_fast_path_ok", lambda src, f: False)
         slow = ampref.encode(x, fmt, rnd, **kw)

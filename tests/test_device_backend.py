@@ -225,7 +225,7 @@ def _found_sequence(n: int, seed: int) -> list[bool]:
     return out[:n]
 
 
-_SCALER_CASES = [(name, {}) for name in PROFILES] + [
+_SCALER_CASES: list[tuple[str, dict[str, float]]] = [(name, {}) for name in PROFILES] + [
     ("torch", {"growth_interval": 3, "init_scale": 2.0**120}),  # growth to inf is refused
     ("keras3", {"growth_interval": 2, "init_scale": 2.0**120}),  # ... or taken (keras3)
     ("deepspeed", {"growth_interval": 4, "init_scale": 4.0}),    # the floor raises
@@ -317,7 +317,7 @@ def test_training_on_the_device_backend_is_bitwise_the_reference(emulated: Devic
                                                                  kw: dict[str, Any]) -> None:
     ref_params, ref_hist, ref_events = _train("numpy", mode, 4, **kw)
     dev_params, dev_hist, dev_events = _train("cupy-host", mode, 4, **kw)
-    for i, (a, b) in enumerate(zip(dev_params, ref_params)):
+    for i, (a, b) in enumerate(zip(dev_params, ref_params, strict=True)):
         assert_bits_equal(a, b, f"{mode} parameter {i}")
     assert dev_hist == ref_hist
     assert dev_events == ref_events
@@ -431,6 +431,6 @@ def test_gpu_training_is_bitwise_the_reference(mode: str) -> None:
     _cupy_backend()
     ref_params, ref_hist, ref_events = _train("numpy", mode, 3)
     dev_params, dev_hist, dev_events = _train("cupy", mode, 3)
-    for i, (a, b) in enumerate(zip(dev_params, ref_params)):
+    for i, (a, b) in enumerate(zip(dev_params, ref_params, strict=True)):
         assert_bits_equal(a, b, f"GPU {mode} parameter {i}")
     assert dev_hist == ref_hist and dev_events == ref_events

@@ -65,11 +65,12 @@ def test_every_op_value_and_gradient_match_torch_float64(op: str) -> None:
     loss, ts = _scalar(fn, arrays)
     loss.backward()
     tt = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays]
+    assert tfn is not None
     tout = tfn(*tt)
     (tout * torch.tensor(_loss_weights(tuple(tout.shape)))).sum().backward()
     np.testing.assert_allclose(loss.item(), float((tout.detach() * torch.tensor(_loss_weights(tuple(tout.shape)))).sum()),
                                rtol=1e-12, atol=1e-12)
-    for t, ref in zip(ts, tt):
+    for t, ref in zip(ts, tt, strict=True):
         np.testing.assert_allclose(t.grad, ref.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=op)
 
 
@@ -94,7 +95,7 @@ def test_matmul_is_the_exact_dot_product_rounded_once_to_float32() -> None:
 
 @pytest.mark.clause("ENG-MM-001")
 def test_certified_matmul_falls_back_exactly_on_heavy_cancellation() -> None:
-    a = np.float32([[1e8, 1.0, -1e8, 3e-5]])
+    a = np.array([[1e8, 1.0, -1e8, 3e-5]], np.float32)
     b = np.ones((4, 1), np.float32)
     before = certified.STATS.fallbacks
     got = certified.matmul_f32(a, b)
@@ -151,7 +152,7 @@ def test_backward_rounds_gradients_to_the_format_recorded_in_forward() -> None:
     y = (h * 1.1).sum(dtype="float32")
     y.backward()
     # d/dx of (bf16(x) * 1.1): the gradient 1.1 is rounded to bf16 where it enters h
-    expect = np.float32(ampref.quantize(np.float32([1.1]), "bfloat16")[0])
+    expect = ampref.quantize(np.array([1.1], np.float32), "bfloat16")[0]
     assert np.all(x.grad == expect)
 
 
@@ -176,7 +177,7 @@ def test_gradients_are_bitwise_identical_run_to_run() -> None:
         return [p.grad.copy() for p in m.parameters()]
 
     a, b = run(), run()
-    for ga, gb in zip(a, b):
+    for ga, gb in zip(a, b, strict=True):
         assert np.array_equal(ga.view(np.uint32), gb.view(np.uint32))
 
 
@@ -287,7 +288,7 @@ def test_repeated_index_gradients_add_up() -> None:
 def test_embedding_gradient_rows_are_exact_sums_rounded_once() -> None:
     w = ampref.tensor(np.zeros((3, 1)), requires_grad=True)
     ids = np.array([2, 2, 2, 0])
-    g = np.float32([[2**24], [1.0], [1.0], [5.0]])
+    g = np.array([[2**24], [1.0], [1.0], [5.0]], np.float32)
     F.embedding(ids, w).backward(g)
     # sequential float32 would give 2^24 + 1 -> 2^24, then + 1 -> 2^24; exact is 2^24 + 2
     assert w.grad[2, 0] == np.float32(2**24 + 2) and w.grad[0, 0] == 5.0
@@ -305,7 +306,7 @@ def test_softmax_follows_its_written_steps_with_an_exact_sum() -> None:
     for r in range(6):
         e = np.exp(x[r].astype(np.float64) - x[r].max()).astype(np.float32)
         code = round_scalar(sum(Fraction(float(v)) for v in e), ampref.float32, "nearest_even")
-        s = np.uint32(code).view(np.float32)  # the exact sum rounded once by the rational oracle
+        s = np.array(code, np.uint32).view(np.float32)  # exact sum rounded once by the rational oracle
         want = e / s
         assert np.array_equal(got[r].view(np.uint32), want.view(np.uint32)), f"row {r}: {_hex(got[r])}"
 

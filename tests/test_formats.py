@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import ml_dtypes
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -16,8 +18,9 @@ from oracle import fmt_max
 ML_FORMATS = [f for f in FORMATS.values() if f.dtype_name is not None]
 
 
-def _finfo(fmt: Format) -> object:
-    dtype = getattr(np, fmt.dtype_name, None) or getattr(ml_dtypes, fmt.dtype_name)
+def _finfo(fmt: Format) -> Any:
+    name = str(fmt.dtype_name)
+    dtype = getattr(np, name, None) or getattr(ml_dtypes, name)
     return ml_dtypes.finfo(dtype)
 
 
@@ -91,3 +94,10 @@ def test_unknown_format_name_lists_the_known_ones() -> None:
 def test_invalid_field_widths_are_rejected_with_the_values() -> None:
     with pytest.raises(ValueError, match="mantissa_bits <= 23.*30"):
         Format(name="wide", exponent_bits=8, mantissa_bits=30, bias=127, encoding=Encoding.IEEE)
+
+
+@pytest.mark.clause("FMT-DEF-001")
+def test_every_format_is_public_by_its_canonical_name() -> None:
+    for name, fmt in FORMATS.items():
+        assert getattr(ampref, name) is fmt, name
+        assert name in ampref.__all__

@@ -104,14 +104,15 @@ def test_skipped_step_changes_nothing(cls: type) -> None:
     assert _same(model.state_dict(), before_w)
     after = opt.state_dict()
     assert after["steps"] == before_s["steps"]
-    for s0, s1 in zip(before_s["state"], after["state"]):
+    for s0, s1 in zip(before_s["state"], after["state"], strict=True):
         assert s0.keys() == s1.keys() and all(np.array_equal(s0[k], s1[k]) for k in s0)
     assert scaler.scale == 2.0**15 and scaler.audit_log()[-1]["action"] == "backoff"
 
 
 @pytest.mark.clause("ENG-OPT-002")
 def test_o2_low_precision_weights_keep_float32_masters() -> None:
-    model = nn.Linear(3, 2, seed=0).to_format("float16")
+    model = nn.Linear(3, 2, seed=0)
+    model.to_format("float16")
     w32 = model.weight.numpy().copy()
     opt = optim.SGD(model.parameters(), lr=1e-4)
     for _ in range(3):

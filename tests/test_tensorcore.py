@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -17,13 +19,13 @@ EXPERIMENTS = sorted({k.split("/")[0] for k in DUMPS.files})
 INPUT = {"fp16": "float16", "bf16": "bfloat16", "tf32": "tf32", "E4M3": "e4m3", "E5M2": "e5m2"}
 
 
-def load(key: str) -> tuple[np.ndarray, ...]:
+def load(key: str) -> tuple[Any, ...]:
     gpu, fmt, out = key.split("_")
     a, b, c, d = (DUMPS[f"{key}/{x}"].view(np.float32) for x in "abcd")
     return gpu.lower(), INPUT[fmt], "float32" if out == "fp32" else "float16", a, b, c, d
 
 
-def run(key: str, gpu: object = None) -> tuple[np.ndarray, np.ndarray]:
+def run(key: str, gpu: Any = None) -> tuple[np.ndarray, np.ndarray]:
     g, fin, fout, a, b, c, d = load(key)
     return tc.dot(a, b, c, gpu=gpu or g, input_format=fin, output_format=fout), d
 
@@ -82,7 +84,7 @@ def test_chaining_feeds_each_blocks_result_into_the_next_block() -> None:
     a = ampref.quantize(rng.standard_normal((200, 40)), "fp16")
     b = ampref.quantize(rng.standard_normal((200, 40)), "fp16")
     whole = tc.dot(a, b, gpu="a100", input_format="fp16")
-    d = np.zeros(200)
+    d: np.ndarray = np.zeros(200)
     for k0 in range(0, 40, 8):
         d = tc.dot(a[:, k0:k0 + 8], b[:, k0:k0 + 8], d, gpu="a100", input_format="fp16")
     assert_bitwise_equal(whole, d)

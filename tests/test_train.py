@@ -213,7 +213,7 @@ def test_dynamic_scaler_skips_injected_steps_and_leaves_master_weights_untouched
         if rec["injected"]:
             seen.append(rec["step"])
             assert not rec["applied"] and rec["scale_after"] == rec["scale"] / 2
-            assert all(np.array_equal(a, b) for a, b in zip(before, after))
+            assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
     assert seen and run.state.skipped == seen
 
 

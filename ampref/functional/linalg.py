@@ -101,7 +101,7 @@ def _pair(v: int | tuple[int, int], name: str) -> tuple[int, int]:
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
            stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, *,
            accumulation: str = "exact") -> Tensor:
-    """2-D cross-correlation of (N, C, H, W) input with (O, C, kh, kw) weights (ENG-CNV-001).
+    """2-D cross-correlation of (N, C, H, W) input with (Cout, C, kh, kw) weights (ENG-CNV-001).
 
     Computed as an im2col matmul: every output element is one dot product over
     (c, i, j) in C order, so it rounds like :func:`linear`:
@@ -112,14 +112,14 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
     be, fmt, ins, x, weight, bias = _weighted_inputs("conv2d", input, weight, bias)
     (sh, sw), (ph, pw) = _pair(stride, "stride"), _pair(padding, "padding")
     if x.ndim != 4 or weight.ndim != 4 or x.shape[1] != weight.shape[1]:
-        raise ValueError(f"conv2d needs input (N, C, H, W) and weight (O, C, kh, kw) with equal C, "
+        raise ValueError(f"conv2d needs input (N, C, H, W) and weight (Cout, C, kh, kw) with equal C, "
                          f"got {x.shape} and {weight.shape}")
     if min(sh, sw) < 1 or min(ph, pw) < 0:
         raise ValueError(f"conv2d stride must be >= 1 and padding >= 0, got {(sh, sw)} and "
                          f"{(ph, pw)}")
     xp = be.xp
     N, C, H, W = x.shape
-    O, _, kh, kw = weight.shape
+    Cout, _, kh, kw = weight.shape
     Ho, Wo = (H + 2 * ph - kh) // sh + 1, (W + 2 * pw - kw) // sw + 1
     if Ho < 1 or Wo < 1:
         raise ValueError(f"conv2d kernel {(kh, kw)} does not fit input {(H, W)} with padding "
@@ -127,16 +127,16 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
     xpad = xp.pad(x.data, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     win = xp.lib.stride_tricks.sliding_window_view(xpad, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
     cols = xp.ascontiguousarray(win.transpose(0, 2, 3, 1, 4, 5)).reshape(N * Ho * Wo, C * kh * kw)
-    Wm = weight.data.reshape(O, -1)
+    Wm = weight.data.reshape(Cout, -1)
     acc = be.matmul(cols, Wm.T, accumulation, fmt)
     if bias is not None:
         with np.errstate(all="ignore"):
             acc = acc + bias.data
-    out = round_to(be, acc, fmt).reshape(N, Ho, Wo, O).transpose(0, 3, 1, 2)
+    out = round_to(be, acc, fmt).reshape(N, Ho, Wo, Cout).transpose(0, 3, 1, 2)
     out = xp.ascontiguousarray(out)
 
     def bwd(g: Any) -> tuple[Any, ...]:
-        G = xp.ascontiguousarray(g.transpose(0, 2, 3, 1)).reshape(-1, O)
+        G = xp.ascontiguousarray(g.transpose(0, 2, 3, 1)).reshape(-1, Cout)
         gw = be.matmul(G.T, cols, accumulation, fmt).reshape(weight.shape)
         gcols = be.matmul(G, Wm, accumulation, fmt).reshape(N, Ho, Wo, C, kh, kw)
         gpad = xp.zeros(xpad.shape, dtype=xp.float64)

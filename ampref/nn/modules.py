@@ -316,7 +316,7 @@ class MLP(Sequential):
             raise ValueError(f"MLP needs at least two sizes (in, out), got {sizes}")
         g = _gen(seed)
         layers: list[Module] = []
-        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
             layers.append(Linear(a, b, seed=g, accumulation=accumulation, backend=backend))
             if i < len(sizes) - 2:
                 layers.append(acts[activation]())
