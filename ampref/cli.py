@@ -43,8 +43,9 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from .train import (DEFAULT_COMPARE, MODES, TrainConfig, TrainError, checkpoint_config,
-                        compare, compare_table, train)
+    from .checkpoint import checkpoint_config
+    from .train import compare, compare_table, train
+    from .trainconfig import DEFAULT_COMPARE, MODES, TrainConfig, TrainError
 
     given = _given(args)
     report = not args.no_report
@@ -117,7 +118,7 @@ def _add_verify(sub: Any) -> None:
 
 def _add_train(sub: Any) -> None:
     from .scaling import PROFILES
-    from .train import DEFAULT_COMPARE, MODES, TrainConfig
+    from .trainconfig import DEFAULT_COMPARE, MODES, TrainConfig
 
     d = TrainConfig()
     t = sub.add_parser(

@@ -294,7 +294,9 @@ def test_strict_arrays_refuse_implicit_host_conversion() -> None:
 
 
 def _train(backend: str, mode: str, steps: int, **kw: Any) -> tuple[list[np.ndarray], list[Any], Any]:
-    from ampref.train import Corpus, Run, TrainConfig, load_corpus
+    from ampref.corpus import Corpus, load_corpus
+    from ampref.run import Run
+    from ampref.trainconfig import TrainConfig
 
     cfg = TrainConfig(precision=mode, steps=steps, batch=4, context=16, width=32, heads=2,
                       backend=backend, **kw)
@@ -328,7 +330,8 @@ def test_training_on_the_device_backend_is_bitwise_the_reference(emulated: Devic
 @pytest.mark.clause("BKD-ENG-001")
 def test_train_with_report_checkpoint_and_resume_runs_on_the_device_backend(emulated: DeviceBackend,
                                                                             tmp_path: Any) -> None:
-    from ampref.train import TrainConfig, train
+    from ampref.train import train
+    from ampref.trainconfig import TrainConfig
 
     finals = {}
     for be in ("numpy", "cupy-host"):

@@ -13,7 +13,11 @@ import numpy as np
 import pytest
 
 from ampref.scaling import PROFILES
-from ampref.train import Corpus, Run, TrainConfig, TrainError, compare, load_corpus, train
+from ampref.checkpoint import save_checkpoint
+from ampref.corpus import Corpus, load_corpus
+from ampref.run import Run
+from ampref.train import compare, train
+from ampref.trainconfig import TrainConfig, TrainError
 
 SMALL = TrainConfig(steps=12, batch=8, context=16, width=32, heads=2, blocks=1, checkpoint_every=5)
 
@@ -174,7 +178,7 @@ def test_a_failed_checkpoint_write_keeps_the_previous_file(tmp_path: Path, monke
     corpus = Corpus(load_corpus(None), cfg.context)
     run = Run(cfg, corpus)
     run.step()
-    path = run.save_checkpoint(tmp_path)
+    path = save_checkpoint(run, tmp_path)
     before = path.read_bytes()
 
     def broken(f, **arrays):  # type: ignore[no-untyped-def]
@@ -184,7 +188,7 @@ def test_a_failed_checkpoint_write_keeps_the_previous_file(tmp_path: Path, monke
     monkeypatch.setattr(np, "savez", broken)
     run.state.step = 0  # same file name as the good checkpoint
     with pytest.raises(OSError, match="disk full"):
-        run.save_checkpoint(tmp_path)
+        save_checkpoint(run, tmp_path)
     run.state.step = 1
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
