@@ -9,7 +9,7 @@ from .policy import MixedPolicy, Policy, get_policy, load_policy
 from .cast import as_ml_dtype, decode, encode, quantize, value_table
 from .formats import FORMATS, Encoding, Format, format_names, get_format
 from .rounding import RoundingMode, get_rounding
-from .scaling import LossScaler, StaticLossScaler
+from .lossscaler import LossScaler, StaticLossScaler
 from .tensor import Tensor, no_grad, tensor
 
 __version__ = "0.1.0"

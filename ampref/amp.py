@@ -13,7 +13,7 @@ The canonical torch AMP loop runs with only the imports changed::
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
 
-:class:`GradScaler` is a thin protocol layer over :class:`ampref.scaling.LossScaler`
+:class:`GradScaler` is a thin protocol layer over :class:`ampref.lossscaler.LossScaler`
 (one state machine): per-optimizer stages and torch's misuse errors live here, the
 scale arithmetic, the transition and the audit log live there (SCL-GSC-*).
 """
@@ -26,7 +26,8 @@ from typing import Any
 
 from .autocast_mode import autocast
 from .optim import Optimizer
-from .scaling import PROFILES, LossScaler, check_flag
+from .lossscaler import LossScaler
+from .scaling import PROFILES, check_flag
 from .tensor import Tensor
 
 __all__ = ["GradScaler", "autocast"]

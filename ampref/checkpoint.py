@@ -88,11 +88,11 @@ def load_checkpoint(run: Run, path: Path) -> None:
                               "state": state, "master": master})
     if run.scaler is not None:
         run.scaler.load_state_dict(meta["scaler"]["state"])
-        run.scaler.events = []
+        run.scaler.audit.events = []
         for ev in meta["scaler"]["events"]:
             ev = dict(ev)
             ev.pop("applied", None)
-            run.scaler.events.append(ScaleEvent(**ev))
+            run.scaler.audit.append(ScaleEvent(**ev))
     saved = meta["run"]
     run.state = RunState(step=meta["step"], history=saved["history"],
                          layer_series=saved["layer_series"], hists=saved["hists"],

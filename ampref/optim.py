@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .scaling import LossScaler
+from .lossscaler import LossScaler
 from .tensor import Tensor
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]

@@ -34,7 +34,8 @@ from .autocast_mode import autocast
 from .corpus import Corpus
 from .faults import FaultInjection
 from .rng import Generator
-from .scaling import PROFILES, LossScaler, StaticLossScaler
+from .lossscaler import LossScaler, StaticLossScaler
+from .scaling import PROFILES
 from .stats import StepStats, log2_hist
 from .tensor import Tensor, no_grad, observe_gradients
 from .trainconfig import MODES, TrainConfig

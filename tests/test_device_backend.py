@@ -25,9 +25,9 @@ from ampref import quantize
 from ampref.cast import value_table
 from ampref.formats import FORMATS, Encoding
 from ampref.rounding import RoundingMode
+from ampref.lossscaler import LossScaler
 from ampref.scaling import (
     PROFILES,
-    LossScaler,
     ScaleFloorError,
     initial_state,
     transition,

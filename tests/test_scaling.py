@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 import ampref
-from ampref.scaling import (PROFILES, LossScaler, LossScaleWarning, ScaleFloorError, ScalerConfig,
-                            StaticLossScaler, transition)
+from ampref.lossscaler import LossScaler, StaticLossScaler
+from ampref.scaling import PROFILES, LossScaleWarning, ScaleFloorError, ScalerConfig, transition
 
 
 def run(profile: str, flags: str, **kw: object) -> list[tuple[float, str]]:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ampref.scaling import LossScaler
+from ampref.lossscaler import LossScaler
 
 # the recorded traces deliberately drive the scale to 0: the collapse warning is expected
 pytestmark = pytest.mark.filterwarnings("ignore::ampref.scaling.LossScaleWarning")
