@@ -29,6 +29,7 @@ from .formats import Format, get_format
 
 __all__ = ["MODELS", "dot", "matmul", "parse_model", "error_bound"]
 
+#: the accumulation models by name (``tensorcore:<gpu>`` takes a GPU of tensorcore.GPUS)
 MODELS = ("sequential", "pairwise", "exact", "fma-chain", "tensorcore:<gpu>")
 
 
@@ -44,10 +45,10 @@ def parse_model(accumulation: str) -> tuple[str, str | None]:
         gpu = accumulation.split(":", 1)[1]
         tensorcore.get_gpu(gpu)
         return "tensorcore", gpu.lower()
-    if accumulation in ("sequential", "pairwise", "exact", "fma-chain"):
+    if accumulation in MODELS[:-1]:
         return accumulation, None
     raise ValueError(f"unknown accumulation model {accumulation!r}; choose one of "
-                     f"sequential, pairwise, exact, fma-chain, or tensorcore:<gpu> with gpu in "
+                     f"{', '.join(MODELS[:-1])}, or tensorcore:<gpu> with gpu in "
                      f"{', '.join(tensorcore.GPUS)}")
 
 

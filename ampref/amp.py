@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .autocast_mode import autocast
+from .backends import DeviceScaling  # type: ignore[attr-defined]  # mapped from backends/
 from .optim import Optimizer
 from .lossscaler import LossScaler
 from .scaling import PROFILES, check_flag
@@ -118,7 +119,7 @@ class GradScaler:
                              f"of format {low[0].format.name}; keep float32 parameters under "
                              "autocast, or use the optimizer's master weights with LossScaler)")
         key = f"optimizer-{id(optimizer)}"
-        if params and hasattr(params[0].backend, "scaler_row"):
+        if params and isinstance(params[0].backend, DeviceScaling):
             self.loss_scaler.unscale_on_device([p.grad for p in params], params[0].backend,
                                                optimizer=key)
             found: bool = self.loss_scaler.device_found_inf()

@@ -134,7 +134,10 @@ def _add_train(sub: Any) -> None:
     t.add_argument("--out", default="runs/train", help="output folder (default runs/train)")
     t.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its newest checkpoint")
-    t.add_argument("--backend", choices=["numpy", "cupy"], help=f"array backend (default {d.backend})")
+    from . import backends  # type: ignore[attr-defined]  # mapped from backends/
+
+    t.add_argument("--backend", choices=backends.names(),
+                   help=f"array backend (default {d.backend})")
     helps = {"steps": "training steps", "seed": "seed of weights, data order and dropout",
              "batch": "sequences per step", "context": "characters per sequence",
              "width": "model width", "heads": "attention heads", "blocks": "transformer blocks",

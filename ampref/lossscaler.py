@@ -190,12 +190,6 @@ class LossScaler:
             backend.set_found(row)  # a check recorded on the host joins the device flag
         return backend.scaler_update(row, self.config)
 
-    def record_inf(self, found_inf: bool, *, optimizer: str = "default") -> None:
-        """Record an inf check done elsewhere (e.g. on a device) for ``optimizer``."""
-        if optimizer in self._found:
-            raise RuntimeError(f"an inf check is already recorded for optimizer {optimizer!r}")
-        self._found[optimizer] = bool(found_inf)
-
     def is_unscaled(self, optimizer: str = "default") -> bool:
         return optimizer in self._found
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .backends import DeviceScaling  # type: ignore[attr-defined]  # mapped from backends/
 from .lossscaler import LossScaler
 from .tensor import Tensor
 
@@ -91,7 +92,7 @@ class Optimizer:
         """Unscale every gradient in place (torch's unscale_); returns found_inf (on a
         device backend the flag stays on the device and False is returned)."""
         be = self.params[0].backend
-        if hasattr(be, "scaler_row"):
+        if isinstance(be, DeviceScaling):
             # device gradients: unscaled in place, the inf flag stays on the device until
             # scaler.update() reads the step's decision (BKD-SCL-001)
             scaler.unscale_on_device([p.grad for p in self.params], be)

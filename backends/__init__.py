@@ -10,9 +10,9 @@ per call or per tensor, never through a global flag. ``get("numpy")`` always wor
 from __future__ import annotations
 
 import importlib
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Backend", "available", "backend_of", "get", "names", "register"]
+__all__ = ["Backend", "DeviceScaling", "available", "backend_of", "get", "names", "register"]
 
 _MODULES = {"numpy": "ampref.backends.numpy_backend", "cupy": "ampref.backends.cupy_backend"}
 _REGISTERED: dict[str, Any] = {}
@@ -43,6 +43,27 @@ class Backend(Protocol):
     def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         """Sum in a defined order: float32 values give fl32(exact sum)."""
         ...
+
+    def erf(self, x: Any) -> Any:
+        """The error function of a float64 array, evaluated where the array lives (GELU)."""
+        ...
+
+
+@runtime_checkable
+class DeviceScaling(Protocol):
+    """A backend that unscales gradients and updates the loss scale on its device, with
+    one host read per step (BKD-SCL-*). The optimizer and ``GradScaler`` take this path
+    for such backends' tensors."""
+
+    def scaler_row(self, state: Any) -> Any: ...
+
+    def unscale_(self, grads: list[Any], row: Any) -> None: ...
+
+    def set_found(self, row: Any) -> None: ...
+
+    def scaler_update(self, row: Any, config: Any) -> tuple[Any, bool, str]: ...
+
+    def read_found(self, row: Any) -> bool: ...
 
 
 def names() -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import cupy
 
-from .device import CudaKernels, DeviceBackend
+from .cuda_kernels import CudaKernels
+from .device import DeviceBackend
 
 BACKEND = DeviceBackend(cupy, CudaKernels(), "cupy")

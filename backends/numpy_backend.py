@@ -53,6 +53,11 @@ class NumpyBackend:
             return np.sum(x, axis=axis, keepdims=keepdims)
         return _cert.sum_f32(x, axis, keepdims)
 
+    def erf(self, x: Any) -> Any:
+        from scipy.special import erf
+
+        return erf(x)
+
     def __repr__(self) -> str:
         return "ampref.backends.get('numpy')"
 

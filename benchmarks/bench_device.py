@@ -22,7 +22,7 @@ import numpy as np
 from _timing import best_time
 
 import ampref
-from ampref.backends import kernelsrc
+from ampref.backends import hostbuild, kernelsrc
 
 try:
     import ml_dtypes
@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover
 
 
 def host_part(n: int, repeat: int) -> None:
-    k = kernelsrc.HostKernels()
+    k = hostbuild.HostKernels()
     x = (np.random.default_rng(0).standard_normal(n) * 100).astype(np.float32)
     print(f"host build of the device kernel, {n:,} float32 elements, {platform.processor() or platform.machine()}")
     print(f"{'format':<16}{'kernel Melem/s':>16}{'ampref Melem/s':>16}{'NumPy/ml_dtypes Melem/s':>25}"

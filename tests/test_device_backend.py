@@ -33,10 +33,10 @@ from ampref.scaling import (
     transition,
 )
 from ampref.srhash import random_bits
-from ampref.backends import kernelsrc
+from ampref.backends import hostbuild, kernelsrc
 from ampref.backends.device import DeviceBackend
 
-pytestmark = pytest.mark.skipif(kernelsrc.host_compiler() is None,
+pytestmark = pytest.mark.skipif(hostbuild.host_compiler() is None,
                                 reason="no C++ compiler for the host build of the kernels")
 
 
@@ -55,8 +55,8 @@ def assert_bits_equal(got: np.ndarray, want: np.ndarray, what: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def host() -> kernelsrc.HostKernels:
-    return kernelsrc.HostKernels()
+def host() -> hostbuild.HostKernels:
+    return hostbuild.HostKernels()
 
 
 class StrictHostKernels:
@@ -64,7 +64,7 @@ class StrictHostKernels:
 
     name = "host-strict"
 
-    def __init__(self, k: kernelsrc.HostKernels) -> None:
+    def __init__(self, k: hostbuild.HostKernels) -> None:
         self.k = k
 
     def quantize(self, x: Any, *args: Any) -> Any:
@@ -79,12 +79,15 @@ class StrictHostKernels:
     def unscale_(self, g: Any, row: Any) -> None:
         self.k.unscale_(g._a, row._a)
 
+    def erf(self, x: Any) -> Any:
+        return strictxp.DeviceArray(self.k.erf(x._a))
+
     def scaler_update(self, row: Any, cfg_d: np.ndarray, cfg_i: np.ndarray) -> None:
         self.k.scaler_update(row._a, cfg_d, cfg_i)
 
 
 @pytest.fixture(scope="module")
-def emulated(host: kernelsrc.HostKernels) -> DeviceBackend:
+def emulated(host: hostbuild.HostKernels) -> DeviceBackend:
     """The device backend on the host: strict arrays, host-built kernels."""
     be = DeviceBackend(strictxp, StrictHostKernels(host), "cupy-host")
     backends.register("cupy-host", be)
@@ -128,7 +131,7 @@ def test_kernel_enumerations_follow_the_python_definitions() -> None:
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 @pytest.mark.parametrize("source", ["kernels", "mma_chain"])
 def test_device_sources_compile_for_hopper_with_nvcc(source: str) -> None:
-    proc = kernelsrc.nvcc_compile(source, "sm_90")
+    proc = hostbuild.nvcc_compile(source, "sm_90")
     assert proc.returncode == 0, proc.stderr
 
 
@@ -140,7 +143,7 @@ def test_format_params_refuse_storage_only_formats() -> None:
 # -------------------------------------------------------------------------- quantize
 @pytest.mark.clause("BKD-SRC-001", "BKD-QNT-001")
 @pytest.mark.parametrize("name", list(FORMATS))
-def test_host_built_quantize_kernel_matches_reference_bitwise(host: kernelsrc.HostKernels,
+def test_host_built_quantize_kernel_matches_reference_bitwise(host: hostbuild.HostKernels,
                                                                name: str) -> None:
     x32 = _inputs32(20000, 1)
     with np.errstate(invalid="ignore"):  # signalling NaNs quieten in the widening
@@ -166,7 +169,7 @@ def test_host_built_quantize_kernel_matches_reference_bitwise(host: kernelsrc.Ho
        name=st.sampled_from(["float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
                              "float8_e8m0fnu", "float4_e2m1fn"]),
        rnd=st.sampled_from(list(RoundingMode)), seed=st.integers(0, 2**64 - 1))
-def test_host_built_quantize_agrees_on_any_float32_bits(host: kernelsrc.HostKernels, bits: list[int],
+def test_host_built_quantize_agrees_on_any_float32_bits(host: hostbuild.HostKernels, bits: list[int],
                                                         name: str, rnd: RoundingMode, seed: int) -> None:
     x = np.array(bits, dtype=np.uint32).view(np.float32)
     k1, k2 = kernelsrc.stochastic_keys(rnd, seed)
@@ -177,7 +180,7 @@ def test_host_built_quantize_agrees_on_any_float32_bits(host: kernelsrc.HostKern
 
 @pytest.mark.clause("BKD-QNT-002")
 @pytest.mark.parametrize("seed,start", [(0, 0), (12345, 7), (2**63 + 5, 2**32 - 3), (2**64 - 1, 2**40)])
-def test_kernel_random_words_are_the_srhash_words(host: kernelsrc.HostKernels, seed: int, start: int) -> None:
+def test_kernel_random_words_are_the_srhash_words(host: hostbuild.HostKernels, seed: int, start: int) -> None:
     k1, k2 = kernelsrc.stochastic_keys("stochastic", seed)
     assert_bits_equal(host.random_bits(k1, k2, start, 5000), random_bits(seed, start, 5000),
                       f"seed {seed} start {start}")
@@ -186,7 +189,7 @@ def test_kernel_random_words_are_the_srhash_words(host: kernelsrc.HostKernels, s
 @pytest.mark.clause("BKD-BF16-001")
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
 def test_encode16_gives_the_format_codes_of_representable_values(emulated: DeviceBackend,
-                                                                 host: kernelsrc.HostKernels,
+                                                                 host: hostbuild.HostKernels,
                                                                  name: str) -> None:
     from ampref import as_ml_dtype, decode
 
@@ -240,7 +243,7 @@ _SCALER_CASES: list[tuple[str, dict[str, float]]] = [(name, {}) for name in PROF
 
 @pytest.mark.clause("BKD-SCL-002")
 @pytest.mark.parametrize("name,overrides", _SCALER_CASES)
-def test_device_update_kernel_follows_the_reference_transition(host: kernelsrc.HostKernels, name: str,
+def test_device_update_kernel_follows_the_reference_transition(host: hostbuild.HostKernels, name: str,
                                                                 overrides: dict[str, Any]) -> None:
     cfg = LossScaler.from_profile(name, **overrides).config
     cfg_d, cfg_i = kernelsrc.scaler_arrays(cfg)
@@ -265,7 +268,7 @@ def test_device_update_kernel_follows_the_reference_transition(host: kernelsrc.H
 
 @pytest.mark.clause("BKD-SCL-001")
 @pytest.mark.parametrize("scale", [65536.0, 3.0, 2.0**-20, 0.0])
-def test_unscale_kernel_matches_the_reference_unscale(host: kernelsrc.HostKernels, scale: float) -> None:
+def test_unscale_kernel_matches_the_reference_unscale(host: hostbuild.HostKernels, scale: float) -> None:
     rng = np.random.default_rng(3)
     for plant in (None, np.inf, -np.inf, np.nan):
         g = (rng.standard_normal(1000) * np.exp2(rng.integers(-30, 30, 1000))).astype(np.float32)

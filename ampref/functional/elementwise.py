@@ -198,32 +198,17 @@ def relu(input: Tensor) -> Tensor:
                   lambda g, x, y: g * (x > 0), exact=True)
 
 
-def _erf(xp: Any, v: Any) -> Any:
-    """erf where the data lives: SciPy for NumPy arrays, cupyx.scipy for CuPy ones, and
-    a host round trip for any other array module."""
-    if xp is np:
-        from scipy.special import erf
-
-        return erf(v)
-    if getattr(xp, "__name__", "") == "cupy":
-        from cupyx.scipy.special import erf as cupy_erf
-
-        return cupy_erf(v)
-    from scipy.special import erf
-
-    return xp.asarray(erf(xp.asnumpy(v)))
-
-
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """x * Phi(x) (``approximate="none"``, erf form) or the tanh approximation."""
     x = check_tensor(input, "gelu")
+    be = x.backend  # erf comes from the backend: SciPy on the host, cupyx on a GPU
     if approximate == "none":
         def f(xp: Any, v: Any) -> Any:
-            return 0.5 * v * (1.0 + _erf(xp, v / math.sqrt(2.0)))
+            return 0.5 * v * (1.0 + be.erf(v / math.sqrt(2.0)))
 
         def df(g: Any, xv: Any, y: Any) -> Any:
             d = wide_math(x.backend, x.format,
-                          lambda xp, v: 0.5 * (1.0 + _erf(xp, v / math.sqrt(2.0)))
+                          lambda xp, v: 0.5 * (1.0 + be.erf(v / math.sqrt(2.0)))
                           + v * xp.exp(-0.5 * v * v) / math.sqrt(2.0 * math.pi), xv)
             return g * d
     elif approximate == "tanh":

@@ -1,0 +1,132 @@
+"""The kernel set of the GPU backend: the CUDA sources compiled with NVRTC through CuPy,
+cuBLAS ``cublasGemmEx`` and the WMMA chain kernel (BKD-*). Importing it needs CuPy."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from .kernelsrc import TILE, device_source, mma_source
+
+__all__ = ["CudaKernels"]
+
+
+class CudaKernels:
+    """The kernel set on a CUDA device through CuPy (compiled with NVRTC on first use)."""
+
+    name = "cuda"
+    _BLOCK = 256
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.cp = cupy
+        self._mod: Any = None
+        self._mma_mod: Any = None
+        self._dev: dict[bytes, Any] = {}
+
+    def device_ok(self) -> bool:
+        try:
+            return int(self.cp.cuda.runtime.getDeviceCount()) > 0
+        except Exception:  # noqa: BLE001 - CuPy raises driver/runtime errors of several types
+            return False
+
+    def _module(self) -> Any:
+        if self._mod is None:
+            self._mod = self.cp.RawModule(code=device_source(),
+                                          options=("--std=c++17", "--fmad=false"))
+        return self._mod
+
+    def _on_device(self, a: np.ndarray) -> Any:
+        key = a.dtype.str.encode() + a.tobytes()
+        if key not in self._dev:
+            self._dev[key] = self.cp.asarray(a)
+        return self._dev[key]
+
+    def _launch(self, fname: str, n: int, args: tuple[Any, ...]) -> None:
+        grid = max(1, min(-(-n // self._BLOCK), 65535))  # grid-stride loops cover the rest
+        self._module().get_function(fname)((grid,), (self._BLOCK,), args)
+
+    def quantize(self, x: Any, params: np.ndarray, rnd: int, sat: bool, subnormals: bool,
+                 k1: int, k2: int, start: int = 0) -> Any:
+        cp = self.cp
+        wide = x.dtype == cp.float64
+        src = x.view(cp.uint64 if wide else cp.uint32)
+        out = cp.empty_like(src)
+        self._launch("ampref_quantize_f64" if wide else "ampref_quantize_f32", src.size,
+                     (src, out, np.int64(src.size), self._on_device(params), np.int32(rnd),
+                      np.int32(sat), np.int32(subnormals), np.uint32(k1), np.uint32(k2),
+                      np.int64(start)))
+        return out.view(x.dtype)
+
+    def encode16(self, x: Any, params: np.ndarray) -> Any:
+        cp = self.cp
+        out = cp.empty(x.shape, dtype=cp.uint16)
+        self._launch("ampref_encode16_f32", x.size,
+                     (x.view(cp.uint32), out, np.int64(x.size), self._on_device(params)))
+        return out
+
+    def random_bits(self, k1: int, k2: int, start: int, count: int) -> Any:
+        out = self.cp.empty(count, dtype=self.cp.uint32)
+        self._launch("ampref_random_bits_kernel", count,
+                     (out, np.int64(count), np.uint32(k1), np.uint32(k2), np.int64(start)))
+        return out
+
+    def unscale_(self, g: Any, row: Any) -> None:
+        self._launch("ampref_unscale_f32_kernel", g.size, (g, np.int64(g.size), row))
+
+    def erf(self, x: Any) -> Any:
+        from cupyx.scipy.special import erf
+
+        return erf(x)
+
+    def scaler_update(self, row: Any, cfg_d: np.ndarray, cfg_i: np.ndarray) -> None:
+        self._module().get_function("ampref_scaler_update_kernel")(
+            (1,), (1,), (row, self._on_device(cfg_d), self._on_device(cfg_i)))
+
+    def mma_chain(self, A: Any, B: Any, fmt_name: str) -> Any:
+        """C = A @ B (uint16 codes, dims multiples of 16) by the WMMA chain kernel."""
+        cp = self.cp
+        if self._mma_mod is None:
+            inc = [f"-I{os.path.join(p, 'include')}" for p in (os.environ.get("CUDA_PATH"),
+                                                              "/usr/local/cuda") if p]
+            try:
+                self._mma_mod = cp.RawModule(code=mma_source(),
+                                             options=("--std=c++17", "--fmad=false", *inc))
+                self._mma_mod.get_function("ampref_mma_chain_f16")  # compiles now
+            except Exception:  # noqa: BLE001 - NVRTC without mma.h: let nvcc find the toolkit
+                self._mma_mod = cp.RawModule(code=mma_source(), backend="nvcc",
+                                             options=("--std=c++17", "--fmad=false"))
+        M, K = A.shape
+        N = B.shape[1]
+        C = cp.empty((M, N), dtype=cp.float32)
+        fname = "ampref_mma_chain_f16" if fmt_name == "float16" else "ampref_mma_chain_bf16"
+        warps = (M // TILE) * (N // TILE)
+        block = 128  # four warps, one 16x16 tile each
+        self._mma_mod.get_function(fname)((-(-warps * 32 // block),), (block,),
+                                          (A, B, C, np.int32(M), np.int32(N), np.int32(K)))
+        return C
+
+    def gemm_ex(self, A: Any, B: Any, fmt_name: str) -> Any:
+        """float32 C = A @ B from fp16/bf16 codes via cublasGemmEx on Tensor Cores.
+
+        cuBLAS is column-major: the row-major C = A B is computed as C^T = B^T A^T with
+        no transposes, B first (leading dimension N), A second (leading dimension K)."""
+        cp = self.cp
+        from cupy.cuda import cublas
+
+        A = cp.ascontiguousarray(A)
+        B = cp.ascontiguousarray(B)
+        M, K = A.shape
+        N = B.shape[1]
+        C = cp.empty((M, N), dtype=cp.float32)
+        dtype = 2 if fmt_name == "float16" else 14  # CUDA_R_16F, CUDA_R_16BF
+        alpha = np.array(1.0, dtype=np.float32)
+        beta = np.array(0.0, dtype=np.float32)
+        handle = cp.cuda.device.get_cublas_handle()
+        cublas.gemmEx(handle, 0, 0, N, M, K, alpha.ctypes.data, B.data.ptr, dtype, N,
+                      A.data.ptr, dtype, K, beta.ctypes.data, C.data.ptr, 0, N,
+                      68, 99)  # CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP
+        return C
