@@ -102,6 +102,19 @@ class Format:
         return self.encoding is not Encoding.FNU
 
     @property
+    def wide(self) -> bool:
+        """True for the storage-only float64: the engine keeps float64 values and computes
+        in float64 (every other format is stored in float32 and computed in float32)."""
+        return not self.kernel
+
+    @property
+    def covers_float32(self) -> bool:
+        """True if every float32 value is a value of this format (float32, float64): a
+        parameter in it is its own float32 master."""
+        return (self.encoding is Encoding.IEEE and self.exponent_bits >= 8
+                and self.mantissa_bits >= 23)
+
+    @property
     def has_subnormals(self) -> bool:
         """True if exponent field 0 encodes subnormals (False only for E8M0-like)."""
         return self.encoding is not Encoding.FNU

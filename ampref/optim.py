@@ -52,7 +52,7 @@ class Optimizer:
         self.state: list[dict[str, Any]] = [{} for _ in self.params]
 
     def _master_of(self, p: Tensor) -> Any:
-        if p.format.name in ("float32", "float64") or not self.master_weights:
+        if p.format.covers_float32 or not self.master_weights:
             return None  # the parameter itself is the master (or there is none)
         return p.data.astype(np.float32).copy()
 
@@ -79,7 +79,7 @@ class Optimizer:
         for i, p in enumerate(self.params):
             if p.grad is None:
                 continue
-            g = p.grad.astype(p.data.dtype if p.format.name == "float64" else np.float32)
+            g = p.grad.astype(p.data.dtype if p.format.wide else np.float32)
             w = self.master[i] if self.master[i] is not None else p.data.astype(g.dtype)
             with np.errstate(all="ignore"):
                 new = self._update(i, w, g)
@@ -147,7 +147,7 @@ class Optimizer:
 
 def _store(p: Tensor, new: Any) -> Any:
     """Write updated values into the parameter's format (nearest-even)."""
-    if p.format.name in ("float32", "float64"):
+    if p.format.covers_float32:
         return new.astype(p.data.dtype)
     return p.backend.asarray(p.backend.quantize(new.astype(np.float32), p.format), dtype=np.float32)
 

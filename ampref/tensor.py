@@ -22,9 +22,11 @@ import numpy as np
 from . import backends  # type: ignore[attr-defined]  # mapped from backends/ (pyproject)
 
 from .cast import exact_source
-from .formats import Format, get_format
+from .formats import FORMATS, Format, get_format
 
 __all__ = ["Node", "Tensor", "is_grad_enabled", "no_grad", "round_to", "storage_dtype", "tensor"]
+
+FLOAT32 = FORMATS["float32"]
 
 _GRAD_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("ampref_grad", default=True)
 _OBSERVER: contextvars.ContextVar[Callable[[Any, Any, Any], None] | None] = contextvars.ContextVar(
@@ -70,7 +72,7 @@ def observe_gradients(fn: Callable[[Tensor, Any, Any], None]) -> Iterator[None]:
 
 def storage_dtype(fmt: Format) -> Any:
     """float64 for the float64 format, float32 for every narrower format."""
-    return np.float64 if fmt.name == "float64" else np.float32
+    return np.float64 if fmt.wide else np.float32
 
 
 def round_to(be: Any, values: Any, fmt: Format) -> Any:
@@ -82,11 +84,11 @@ def round_to(be: Any, values: Any, fmt: Format) -> Any:
     goes to ±inf (fp16/bf16) as :func:`ampref.quantize` specifies; subnormals are kept.
     """
     xp = be.xp
-    if fmt.name == "float64":
+    if fmt.wide:
         return xp.asarray(values, dtype=xp.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         v32 = xp.asarray(values, dtype=xp.float32)
-    if fmt.name == "float32":
+    if fmt == FLOAT32:
         return v32
     return be.quantize(v32, fmt)
 
@@ -235,7 +237,7 @@ class Tensor:
                     continue
                 raw = pg
                 pg = round_to(be, pg, parent.format)
-                if observer is not None and parent.format.name not in ("float32", "float64"):
+                if observer is not None and not parent.format.covers_float32:
                     observer(parent, raw, pg)
                 if pg.shape != parent.shape:
                     raise RuntimeError(f"internal: op {t.node.op} gave a gradient of shape "
@@ -367,5 +369,5 @@ def tensor(data: Any, format: str | Format = "float32", requires_grad: bool = Fa
         raise TypeError(f"tensor data must be numeric, got dtype {arr.dtype}")
     wide = be.xp.asarray(arr, dtype=be.xp.float64)
     # one rounding from the exact (float64-held) input, never via float32 (FMT-RND-001)
-    values = wide if fmt.name == "float64" else be.quantize(wide, fmt, rounding).astype(np.float32)
+    values = wide if fmt.wide else be.quantize(wide, fmt, rounding).astype(np.float32)
     return Tensor(values, fmt, requires_grad=requires_grad, backend=be, name=name)

@@ -101,3 +101,10 @@ def test_every_format_is_public_by_its_canonical_name() -> None:
     for name, fmt in FORMATS.items():
         assert getattr(ampref, name) is fmt, name
         assert name in ampref.__all__
+
+
+@pytest.mark.clause("FMT-DEF-001")
+def test_engine_storage_properties_follow_from_the_fields() -> None:
+    every = [*FORMATS.values(), get_format("float64")]
+    assert [f.name for f in every if f.wide] == ["float64"]
+    assert [f.name for f in every if f.covers_float32] == ["float32", "float64"]

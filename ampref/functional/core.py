@@ -49,7 +49,7 @@ def promote(fmts: Sequence[Format]) -> Format:
 
 
 def is_wide(fmt: Format) -> bool:
-    return fmt.name == "float64"
+    return fmt.wide
 
 
 def dtype_of(fmt: Format) -> Any:

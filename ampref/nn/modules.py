@@ -138,7 +138,7 @@ class Module:
         for _, p in self.named_parameters():
             if p.format != f:
                 p.data = p.backend.asarray(p.backend.quantize(p.data, f), dtype=np.float32) \
-                    if f.name != "float64" else p.data.astype(np.float64)
+                    if not f.wide else p.data.astype(np.float64)
                 p.format = f
                 p.grad = None
         return self
