@@ -119,9 +119,7 @@ class LossScaler:
                 last update (torch: "unscale_() has already been called ...").
             ValueError: float16 gradients without ``allow_fp16`` (torch refuses them).
         """
-        if optimizer in self._found:
-            raise RuntimeError(f"unscale() has already been called for optimizer {optimizer!r} "
-                               "since the last update()")
+        self._check_not_unscaled(optimizer)
         inv = np.float32(1.0 / np.float64(self.scale)) if self.scale != 0 else np.float32(np.inf)
         found = False
 
@@ -147,7 +145,7 @@ class LossScaler:
             result = type(grads)(one(g) for g in grads)
         else:
             result = one(grads)
-        self._found[optimizer] = found
+        self._record_check(optimizer, found)
         return result, found
 
     def unscale_on_device(self, grads: list[Any], backend: Any, *,
@@ -162,15 +160,23 @@ class LossScaler:
         Raises:
             RuntimeError: this optimizer was already unscaled since the last update.
         """
-        if optimizer in self._found:
-            raise RuntimeError(f"unscale() has already been called for optimizer {optimizer!r} "
-                               "since the last update()")
+        self._check_not_unscaled(optimizer)
         if self._device is None:
             self._device = (backend, backend.scaler_row(self.state))
         elif self._device[0] is not backend:
             raise RuntimeError("gradients of two device backends in one scaler step")
         backend.unscale_(list(grads), self._device[1])
-        self._found[optimizer] = False  # the device row holds the real flag
+        self._record_check(optimizer, False)  # the device row holds the real flag
+
+    # one found-inf path for host and device unscaling: refuse a second unscale of the
+    # same optimizer before update(), record the check that update() combines
+    def _check_not_unscaled(self, optimizer: str) -> None:
+        if optimizer in self._found:
+            raise RuntimeError(f"unscale() has already been called for optimizer {optimizer!r} "
+                               "since the last update()")
+
+    def _record_check(self, optimizer: str, found: bool) -> None:
+        self._found[optimizer] = found
 
     def device_found_inf(self) -> bool:
         """The found flag of this step's device row (one read from the device); False

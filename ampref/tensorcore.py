@@ -72,17 +72,22 @@ class TensorCoreGPU:
     source: str = ""
 
 
-def _row(name: str, b16: int, f16: int, btf: int | None, fp8: Path | None,
-         l32: int | None, l16: int | None, source: str) -> TensorCoreGPU:
-    paths = {"16bit": Path(block=b16, frac_bits=f16)}
-    if btf is not None:
-        paths["tf32"] = Path(block=btf, frac_bits=f16)
-    inputs: tuple[str, ...] = ("float16",) if btf is None else ("float16", "bfloat16", "tf32")
+def _row(name: str, *, block16: int, frac_bits: int, block_tf32: int | None = None,
+         fp8: Path | None = None, min_exp_fp32: int | None, min_exp_fp16: int,
+         source: str) -> TensorCoreGPU:
+    """One GPU from its published parameters: the 16-bit path's block and fraction bits,
+    the tf32 block (None: no tf32/bf16 path, V100), the FP8 path, the minimum alignment
+    exponents L for fp32 and fp16 output."""
+    paths = {"16bit": Path(block=block16, frac_bits=frac_bits)}
+    if block_tf32 is not None:
+        paths["tf32"] = Path(block=block_tf32, frac_bits=frac_bits)
+    inputs: tuple[str, ...] = (("float16",) if block_tf32 is None
+                               else ("float16", "bfloat16", "tf32"))
     if fp8 is not None:
         paths["fp8"] = fp8
         inputs += ("float8_e4m3fn", "float8_e5m2")
-    return TensorCoreGPU(name=name, paths=paths, min_exp_fp32=l32, min_exp_fp16=l16,
-                         inputs=inputs, source=source)
+    return TensorCoreGPU(name=name, paths=paths, min_exp_fp32=min_exp_fp32,
+                         min_exp_fp16=min_exp_fp16, inputs=inputs, source=source)
 
 
 _KM = "Khattak & Mikaitis 2025, models/*TC.m"
@@ -96,14 +101,22 @@ _B200_FP8 = Path(block=32, frac_bits=25, late_addend=True)
 
 #: GPU name -> model row. Adding a GPU is adding a row.
 GPUS: dict[str, TensorCoreGPU] = {g.name: g for g in (
-    _row("v100", 4, 23, None, None, None, -19, _KM + " (V100TC)"),
-    _row("a100", 8, 24, 4, None, -132, -20, _KM + " (A100TC)"),
-    _row("a2", 8, 24, 4, None, -132, -20, _KM + " (A100TC, A2 dumps)"),
-    _row("ada", 8, 24, 4, _ADA_FP8, -132, -20, _KM + " (Ada); L assumed as A100 [unconfirmed]"),
-    _row("l40s", 8, 24, 4, _ADA_FP8, -132, -20, _KM + " (L40S); L assumed as A100 [unconfirmed]"),
-    _row("h100", 16, 25, 8, _HOPPER_FP8, -133, -21, _KM + " (H100TC)"),
-    _row("h200", 16, 25, 8, _HOPPER_FP8, -133, -21, _KM + " (H100TC; same SM as H100)"),
-    _row("b200", 16, 25, 8, _B200_FP8, -133, -21, _KM + " (B200TC); FP8 row fitted here"),
+    _row("v100", block16=4, frac_bits=23, min_exp_fp32=None, min_exp_fp16=-19,
+         source=_KM + " (V100TC)"),
+    _row("a100", block16=8, frac_bits=24, block_tf32=4, min_exp_fp32=-132, min_exp_fp16=-20,
+         source=_KM + " (A100TC)"),
+    _row("a2", block16=8, frac_bits=24, block_tf32=4, min_exp_fp32=-132, min_exp_fp16=-20,
+         source=_KM + " (A100TC, A2 dumps)"),
+    _row("ada", block16=8, frac_bits=24, block_tf32=4, fp8=_ADA_FP8, min_exp_fp32=-132,
+         min_exp_fp16=-20, source=_KM + " (Ada); L assumed as A100 [unconfirmed]"),
+    _row("l40s", block16=8, frac_bits=24, block_tf32=4, fp8=_ADA_FP8, min_exp_fp32=-132,
+         min_exp_fp16=-20, source=_KM + " (L40S); L assumed as A100 [unconfirmed]"),
+    _row("h100", block16=16, frac_bits=25, block_tf32=8, fp8=_HOPPER_FP8, min_exp_fp32=-133,
+         min_exp_fp16=-21, source=_KM + " (H100TC)"),
+    _row("h200", block16=16, frac_bits=25, block_tf32=8, fp8=_HOPPER_FP8, min_exp_fp32=-133,
+         min_exp_fp16=-21, source=_KM + " (H100TC; same SM as H100)"),
+    _row("b200", block16=16, frac_bits=25, block_tf32=8, fp8=_B200_FP8, min_exp_fp32=-133,
+         min_exp_fp16=-21, source=_KM + " (B200TC); FP8 row fitted here"),
 )}
 
 _FAMILY = {"float16": "16bit", "bfloat16": "16bit", "tf32": "tf32",
