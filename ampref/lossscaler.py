@@ -1,7 +1,11 @@
 """The everyday loss scaler: torch's call protocol around the pure state machine of
 :mod:`ampref.scaling` (``scale_loss`` -> backward -> ``unscale`` -> ``update``), on the
 host or with the gradients on a device, with an audit log (:mod:`ampref.audit`) and the
-state dicts of SCL-STA-*."""
+state dicts of SCL-STA-*.
+
+Size (about 420 lines): one class whose host path, device path and two state-dict
+forms share the same state and invariants; split, they would scatter one object.
+"""
 
 from __future__ import annotations
 

@@ -17,6 +17,9 @@ Longer dot products chain blocks in ascending k order, each block's result being
 next block's addend. NaN/inf operands propagate with IEEE rules. All arithmetic is on
 float64 values that are exact: products of <= 11-bit significands, power-of-two scales
 and integer multiples of q below 2^53.
+
+Size (about 370 lines): the block-FMA model and its fast GEMM twin, which must stay
+bit-identical to it, are kept side by side.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ SOURCES = ((ROOT / "ampref", "ampref"), (ROOT / "backends", "ampref.backends"))
 LAYERS = {
     "ampref.formats": 0, "ampref.rounding": 0, "ampref.srhash": 0, "ampref.atomicio": 0,
     "ampref.rng": 0,
-    "ampref.cast": 1, "ampref.exactsum": 1,
+    "ampref.castkernel": 1, "ampref.cast": 1, "ampref.exactsum": 1,
     "ampref.tensorcore": 2, "ampref.accumulation": 2, "ampref.certified": 2,
     "ampref.fp8scaling": 2, "ampref.verify": 2, "ampref.testing": 2,
     "ampref.scaling": 3, "ampref.audit": 3, "ampref.lossscaler": 3, "ampref.policy": 3,

@@ -7,6 +7,8 @@ Parameters are float32 leaf tensors unless :meth:`Module.to_format` stores them 
 lower format (Apex O2 style; the optimizer then keeps float32 master copies).
 Initialisation draws from :class:`ampref.rng.Generator`, so a seed fixes every weight
 on every backend.
+
+Size (about 370 lines): the layer catalogue, fifteen small classes.
 """
 
 from __future__ import annotations
