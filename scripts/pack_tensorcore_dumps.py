@@ -1,10 +1,10 @@
 """Pack the real-GPU tensor-core dumps into tests/data/tensorcore_dumps.npz.
 
-Source: shared/data/tensor-core-dumps (north-numerical-computing/MATLAB-tensor-core,
-model_validation/, BSD-2-Clause, (c) F. A. Khattak and M. Mikaitis; licence copied to
-tests/data/tensorcore_dumps.LICENCE). Usage:
+Source: the model_validation/ dumps of north-numerical-computing/MATLAB-tensor-core
+(BSD-2-Clause, (c) F. A. Khattak and M. Mikaitis; licence copied to
+tests/data/tensorcore_dumps.LICENCE), unpacked into a folder. Usage:
 
-    python scripts/pack_tensorcore_dumps.py [path/to/tensor-core-dumps]
+    python scripts/pack_tensorcore_dumps.py path/to/tensor-core-dumps
 
 Arrays per experiment ``GPU_INPUT_OUT``: ``/a``, ``/b`` (rows x K, float32 values that
 are exact in INPUT), ``/c`` (float32 addend as recorded), ``/d`` (GPU result, float32;
@@ -30,8 +30,9 @@ def load_bin(path: Path) -> np.ndarray:
 
 
 def main() -> None:
-    root = Path(sys.argv[1]) if len(sys.argv) > 1 else \
-        Path(__file__).resolve().parents[2] / "shared" / "data" / "tensor-core-dumps"
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python scripts/pack_tensorcore_dumps.py path/to/tensor-core-dumps")
+    root = Path(sys.argv[1])
     out: dict[str, np.ndarray] = {}
     for gpu_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         gpu = gpu_dir.name
