@@ -16,7 +16,8 @@ from .. import autocast_mode as _ac
 from ..formats import Format, get_format
 from ..tensor import Node, Tensor, is_grad_enabled, storage_dtype
 
-__all__ = ["F32", "F64", "SCALAR_TYPES", "autocast_inputs", "backend_of", "check_flag",
+__all__ = ["F32", "F64", "SCALAR_TYPES", "autocast_args", "autocast_inputs", "backend_of",
+           "check_flag",
            "check_tensor", "dims_of", "dtype_of", "expand_grad", "is_wide", "make", "nested_ops", "promote",
            "shape_of", "sum_to", "to_format", "wide_math"]
 
@@ -166,6 +167,15 @@ def autocast_inputs(op: str, tensors: list[Tensor]) -> tuple[list[Tensor], Forma
     cast = [t if f is None else _cast(t, f, plan.cacheable)
             for t, f in zip(tensors, plan.targets, strict=True)]
     return cast, plan.output, plan.listed
+
+
+def autocast_args(op: str, *args: Any) -> tuple[tuple[Any, ...], Format | None, bool]:
+    """:func:`autocast_inputs` over an op's arguments as they are: tensors are cast,
+    anything else (None for an absent bias, a Python number, an index array) stays in its
+    place, so an op unpacks its arguments the way it received them."""
+    cast, forced, listed = autocast_inputs(op, [a for a in args if isinstance(a, Tensor)])
+    it = iter(cast)
+    return tuple(next(it) if isinstance(a, Tensor) else a for a in args), forced, listed
 
 
 def nested_ops(listed: bool) -> AbstractContextManager[Any]:

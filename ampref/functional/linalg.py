@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor, round_to
-from .core import autocast_inputs, backend_of, check_tensor, make, promote, sum_to, to_format
+from .core import autocast_args, autocast_inputs, backend_of, check_tensor, make, promote, sum_to, to_format
 from .shapes import reshape
 
 __all__ = ["conv2d", "linear", "matmul"]
@@ -57,8 +57,8 @@ def _weighted_inputs(op: str, x: Tensor, weight: Tensor,
     """Check, autocast and promote the (input, weight, optional bias) of linear/conv2d."""
     x, weight = check_tensor(x, op), check_tensor(weight, op)
     be = backend_of(x, weight, bias)
-    ins = [x, weight] + ([bias] if bias is not None else [])
-    ins, _, _ = autocast_inputs(op, ins)
+    (x, weight, bias), _, _ = autocast_args(op, x, weight, bias)
+    ins = [t for t in (x, weight, bias) if t is not None]
     fmt = promote([t.format for t in ins])
     ins = [to_format(t, fmt) for t in ins]
     return be, fmt, ins, ins[0], ins[1], (ins[2] if bias is not None else None)

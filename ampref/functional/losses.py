@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor, round_to
-from .core import autocast_inputs, check_tensor, dtype_of, make, nested_ops
+from .core import autocast_args, autocast_inputs, check_tensor, dtype_of, make, nested_ops
 from .elementwise import add, log, mul, neg, sub
 from .norms import log_softmax
 from .reductions import mean
@@ -62,10 +62,7 @@ def cross_entropy(input: Tensor, target: Any) -> Tensor:
 
 def mse_loss(input: Tensor, target: Any) -> Tensor:
     """mean((a - b)^2) with the sub/mul/mean rules. Autocast name ``mse_loss`` (fp32)."""
-    a, b = check_tensor(input, "mse_loss"), target
-    ins, _, listed = autocast_inputs("mse_loss", [a] + ([b] if isinstance(b, Tensor) else []))
-    a = ins[0]
-    b = ins[1] if isinstance(b, Tensor) else b
+    (a, b), _, listed = autocast_args("mse_loss", check_tensor(input, "mse_loss"), target)
     with nested_ops(listed):
         d = sub(a, b)
         return mean(mul(d, d))
@@ -74,9 +71,7 @@ def mse_loss(input: Tensor, target: Any) -> Tensor:
 def binary_cross_entropy(input: Tensor, target: Any) -> Tensor:
     """-mean(y ln p + (1 - y) ln(1 - p)). Banned under torch-cuda autocast (raises with
     torch's advice); fp32 under torch-cpu."""
-    p, y = check_tensor(input, "binary_cross_entropy"), target
-    ins, _, listed = autocast_inputs("binary_cross_entropy", [p] + ([y] if isinstance(y, Tensor) else []))
-    p = ins[0]
-    y = ins[1] if isinstance(y, Tensor) else y
+    (p, y), _, listed = autocast_args("binary_cross_entropy",
+                                      check_tensor(input, "binary_cross_entropy"), target)
     with nested_ops(listed):
         return neg(mean(add(mul(y, log(p)), mul(sub(1.0, y), log(sub(1.0, p))))))

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..formats import Format, get_format
 from ..tensor import Tensor, round_to
-from .core import (F32, F64, autocast_inputs, check_tensor, dims_of, dtype_of, is_wide, make,
+from .core import (F32, F64, autocast_args, autocast_inputs, check_tensor, dims_of, dtype_of, is_wide, make,
                    wide_math)
 
 __all__ = ["layer_norm", "log_softmax", "rms_norm", "softmax"]
@@ -134,12 +134,7 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
     x = check_tensor(input, "layer_norm")
     axes = _norm_axes("layer_norm", x, normalized_shape, weight, bias)
     eps = _check_eps("layer_norm", eps)
-    ins = [x] + [t for t in (weight, bias) if t is not None]
-    ins, _, _listed = autocast_inputs("layer_norm", ins)
-    x = ins[0]
-    rest = iter(ins[1:])
-    weight = next(rest) if weight is not None else None
-    bias = next(rest) if bias is not None else None
+    (x, weight, bias), _, _ = autocast_args("layer_norm", x, weight, bias)
     be, fmt = x.backend, x.format
     dt = dtype_of(F64 if is_wide(fmt) else F32)
     n = math.prod(x.shape[a] for a in axes)
@@ -180,9 +175,7 @@ def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
     x = check_tensor(input, "rms_norm")
     axes = _norm_axes("rms_norm", x, normalized_shape, weight)
     eps = x.format.eps if eps is None else _check_eps("rms_norm", eps)
-    ins, _, _ = autocast_inputs("rms_norm", [x] + ([weight] if weight is not None else []))
-    x = ins[0]
-    weight = ins[1] if weight is not None else None
+    (x, weight), _, _ = autocast_args("rms_norm", x, weight)
     be, fmt = x.backend, x.format
     dt = dtype_of(F64 if is_wide(fmt) else F32)
     n = math.prod(x.shape[a] for a in axes)
