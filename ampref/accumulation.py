@@ -184,7 +184,8 @@ def error_bound(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = No
 
     * sequential: gamma_{K+1}(u) (|a|.|b| + |c|) + (2K+1) eta  (any order, so also the
       bound to check cuBLAS against);
-    * fma-chain: gamma_K(u) (...) + K eta; pairwise: gamma_{ceil(log2(K+1))+1}(u) (...) + (2K+1) eta;
+    * fma-chain: gamma_K(u) (...) + K eta;
+    * pairwise: gamma_{ceil(log2(K+1))+1}(u) (...) + (2K+1) eta;
     * exact: u |a.b + c| + eta.
 
     Tensor-core model (ACC-BND-002): per block the truncation of each of the b products
@@ -218,7 +219,8 @@ def error_bound(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = No
         tilde = lambda x: np.where(x == 0, 0.0, np.maximum(np.abs(x), t))  # noqa: E731
         n_blocks = max(1, math.ceil(K / path.block))
         floor = n_blocks * (2.0**lim if lim is not None else 0.0)
-        T = (tilde(A) * tilde(B)).sum(axis=-1) + np.where(C == 0, 0.0, np.maximum(np.abs(C), 2.0**-126)) + floor
+        T = (tilde(A) * tilde(B)).sum(axis=-1) + np.where(C == 0, 0.0,
+                                                          np.maximum(np.abs(C), 2.0**-126)) + floor
         sig = path.out_sig_bits if fout.name == "float32" else fout.precision_bits
         rho = 2.0 ** (1 - sig) if (fout.name == "float32" and path.out_rounding == "toward_zero") \
             else 2.0 ** -sig

@@ -70,11 +70,13 @@ class GradScaler:
                  growth_interval: int = 2000, enabled: bool = True, *,
                  profile: str = "torch") -> None:
         if device not in DEVICES:
-            raise ValueError(f"GradScaler device must be one of {', '.join(DEVICES)}, got {device!r}")
+            raise ValueError(f"GradScaler device must be one of {', '.join(DEVICES)}, got "
+                             f"{device!r}")
         self.device = device
         self._enabled = check_flag("enabled", enabled)
         if profile not in PROFILES:
-            raise ValueError(f"unknown loss-scale profile {profile!r}; choose one of {', '.join(PROFILES)}")
+            raise ValueError(f"unknown loss-scale profile {profile!r}; choose one of "
+                             f"{', '.join(PROFILES)}")
         given = {"init_scale": init_scale, "growth_factor": growth_factor,
                  "backoff_factor": backoff_factor, "growth_interval": growth_interval}
         if profile != "torch":

@@ -23,7 +23,8 @@ def atomic_write_with(path: str | os.PathLike[str], write: Callable[[IO[bytes]],
     """
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise FileNotFoundError(f"cannot write {os.fspath(path)!r}: folder {folder!r} does not exist")
+        raise FileNotFoundError(f"cannot write {os.fspath(path)!r}: folder {folder!r} "
+                                "does not exist")
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:

@@ -174,7 +174,8 @@ def _prioritize(start: Format, fmts: list[Format], op: str) -> Format:
         if current == F32 or nxt == F32:
             current = F32
         elif current != nxt:
-            raise TypeError(f"Unexpected floating ScalarType in at::autocast::prioritize: op {op!r} "
+            raise TypeError("Unexpected floating ScalarType in at::autocast::prioritize: "
+                            f"op {op!r} "
                             f"mixes {current.name} and {nxt.name} under {start.name} autocast "
                             "(torch refuses to promote between float16 and bfloat16)")
     return current

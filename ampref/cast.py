@@ -102,8 +102,8 @@ def _check_codes(bits: npt.ArrayLike, fmt: Format, op: str) -> npt.NDArray[Any]:
 # --------------------------------------------------------------------------------------
 # Public entry points
 # --------------------------------------------------------------------------------------
-def _prepare(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode,
-             via: str | None, seed: int | None) -> tuple[Any, Format, RoundingMode, int | None, Any]:
+def _prepare(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode, via: str | None,
+             seed: int | None) -> tuple[Any, Format, RoundingMode, int | None, Any]:
     fmt = get_format(fmt)
     rnd = get_rounding(rounding)
     arr = exact_source(np.asarray(x))
@@ -114,7 +114,8 @@ def _prepare(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode,
         raise ValueError(f"via must be one of {_VIA_CHOICES}, got {via!r}")
     if via == "float32" and arr.dtype == np.float64:
         with np.errstate(over="ignore"):
-            arr = arr.astype(np.float32)  # round-to-nearest-even, the double rounding of FMT-DBL-002
+            # round-to-nearest-even: the double rounding of FMT-DBL-002
+            arr = arr.astype(np.float32)
     if rnd is RoundingMode.STOCHASTIC:
         if seed is None:
             raise ValueError("rounding='stochastic' needs seed=<int in [0, 2**64)>; "

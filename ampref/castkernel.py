@@ -151,8 +151,8 @@ def _encode_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode, sat: boo
     if not subnormals:
         is_zero |= code < U(fmt.min_exponent_field << M)
     code = np.where(is_zero, U(0), code)
-    code = np.where(is_inf, U(fmt.max_code if sat else (fmt.inf_code or fmt.nan_code or fmt.max_code)),
-                    code)
+    inf_code = fmt.max_code if sat else (fmt.inf_code or fmt.nan_code or fmt.max_code)
+    code = np.where(is_inf, U(inf_code), code)
     code = _apply_sign_and_nan(code, neg, is_zero, is_nan, fmt, U)
     return code, is_nan
 

@@ -73,7 +73,8 @@ def _gamma(n: int) -> float:
     return 2.0 * (n * _U) / (1.0 - n * _U)
 
 
-def _certify(r: npt.NDArray[np.float64], e: npt.NDArray[np.float64], xp: Any = np) -> tuple[Any, Any]:
+def _certify(r: npt.NDArray[np.float64], e: npt.NDArray[np.float64],
+             xp: Any = np) -> tuple[Any, Any]:
     """float32 results and the mask of elements that need the exact fallback."""
     with np.errstate(over="ignore", invalid="ignore"):
         out = r.astype(xp.float32)
@@ -103,7 +104,8 @@ def _exact_by_range(terms: npt.NDArray[np.float64], xp: Any = np) -> tuple[Any, 
 def _fits(total: Any, qexp: Any, xp: Any = np) -> Any:
     """sum |terms| <= 2^52 q (with margin for the rounding of ``total`` itself)."""
     with np.errstate(over="ignore", invalid="ignore"):
-        lim = xp.ldexp(1.0, xp.clip(xp.where(xp.isfinite(qexp), qexp, 0), -1074, 1000).astype(xp.int64) + 52)
+        e = xp.clip(xp.where(xp.isfinite(qexp), qexp, 0), -1074, 1000).astype(xp.int64)
+        lim = xp.ldexp(1.0, e + 52)
         return (~xp.isfinite(qexp)) | (total * (1 + 2.0**-40) <= lim)
 
 
@@ -189,11 +191,16 @@ def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24,
         # exact by range: products are multiples of qa_i * qb_j; if S <= 2^52 q every
         # partial sum is exact in float64, whatever the BLAS order
         a_, b_ = xp.asarray(a), xp.asarray(b)
-        qa = _quantum_bound(a_, -1, precision, xp=xp)[..., :, None] if K else xp.zeros(a64.shape[:-1] + (1,))
-        qb = _quantum_bound(b_, -2, precision, xp=xp)[..., None, :] if K else xp.zeros(b64.shape[:-2] + (1, b64.shape[-1]))
+        if K:
+            qa = _quantum_bound(a_, -1, precision, xp=xp)[..., :, None]
+            qb = _quantum_bound(b_, -2, precision, xp=xp)[..., None, :]
+        else:
+            qa = xp.zeros(a64.shape[:-1] + (1,))
+            qb = xp.zeros(b64.shape[:-2] + (1, b64.shape[-1]))
         # S <= 2^(52 + qa + qb) as an outer product of two power-of-two vectors
-        lim = xp.ldexp(1.0, xp.clip(xp.nan_to_num(qa + 52, posinf=1000), -1074, 1000).astype(xp.int64)) \
-            * xp.ldexp(1.0, xp.clip(xp.nan_to_num(qb, posinf=1000), -1074, 1000).astype(xp.int64))
+        ea = xp.clip(xp.nan_to_num(qa + 52, posinf=1000), -1074, 1000).astype(xp.int64)
+        eb = xp.clip(xp.nan_to_num(qb, posinf=1000), -1074, 1000).astype(xp.int64)
+        lim = xp.ldexp(1.0, ea) * xp.ldexp(1.0, eb)
         exact = (S * (1 + 2.0**-40) <= lim) | ~xp.isfinite(qa + qb)
         e = xp.where(exact, 0.0, e)
     out, bad = _certify(r, e, xp)
@@ -219,7 +226,8 @@ def sum_f32(x: npt.NDArray[Any], axis: int | tuple[int, ...] | None = None,
         r = xp.sum(x64, axis=axes, keepdims=True)
         S = xp.sum(xp.abs(x64), axis=axes, keepdims=True)
         e = _gamma(n + 2) * S * 2.0
-        q = _quantum_bound(xp.asarray(x), axes, 24, keepdims=True, xp=xp) if x64.size else xp.zeros_like(r)
+        q = (_quantum_bound(xp.asarray(x), axes, 24, keepdims=True, xp=xp) if x64.size
+             else xp.zeros_like(r))
         e = xp.where(_fits(S, q, xp), 0.0, e)
     out, bad = _certify(r, e, xp)
     if bad.any():

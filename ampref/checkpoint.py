@@ -69,10 +69,11 @@ def load_checkpoint(run: Run, path: Path) -> None:
     """
     arrays, meta = read_checkpoint(path)
     mine = run.cfg.identity()
-    diff = sorted(k for k in set(mine) | set(meta["config"]) if mine.get(k) != meta["config"].get(k))
+    theirs = meta["config"]
+    diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
     if diff:
         raise TrainError(f"checkpoint {str(path)!r} belongs to a different run: "
-                         + ", ".join(f"{k}={meta['config'].get(k)!r} (now {mine.get(k)!r})" for k in diff))
+                         + ", ".join(f"{k}={theirs.get(k)!r} (now {mine.get(k)!r})" for k in diff))
     for name, p in run.model.named_parameters():
         p.data = p.backend.asarray(np.asarray(arrays[f"param/{name}"], dtype=p.data.dtype))
     n = len(run.opt.params)
@@ -110,14 +111,16 @@ def read_checkpoint(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         stored = arrays.pop("sha256", None)
-        ok = stored is not None and stored.dtype == np.uint8 and bytes(stored).decode() == _digest(arrays)
+        ok = (stored is not None and stored.dtype == np.uint8
+              and bytes(stored).decode() == _digest(arrays))
         meta = json.loads(bytes(arrays["meta"]).decode()) if ok else None
     except Exception as e:  # noqa: BLE001 - zip, npy header, pickle refusal, truncation, JSON
         # NumPy's own messages (e.g. advice to pass allow_pickle=True) do not apply here
         raise TrainError(f"checkpoint {str(path)!r} is corrupt (unreadable: {type(e).__name__})"
                          f"{_previous_good(path)}") from None
     if meta is None:
-        raise TrainError(f"checkpoint {str(path)!r} is corrupt (checksum mismatch){_previous_good(path)}")
+        raise TrainError(f"checkpoint {str(path)!r} is corrupt (checksum "
+                         f"mismatch){_previous_good(path)}")
     if meta.get("version") != FORMAT_VERSION:
         raise TrainError(f"checkpoint {str(path)!r} has format version {meta.get('version')}, "
                          f"this ampref reads and writes version {FORMAT_VERSION}")

@@ -72,11 +72,12 @@ def _train(args: argparse.Namespace) -> int:
         list(DEFAULT_COMPARE) if not args.compare else [m.strip() for m in args.compare.split(",")])
     unknown = [m for m in modes if m not in MODES]
     if unknown:
-        raise TrainError(f"unknown precision mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
+        raise TrainError(f"unknown precision mode(s) {', '.join(unknown)}; choose from "
+                         f"{', '.join(MODES)}")
     scaled = [m for m in modes if MODES[m].scaler is not None]
     if "profile" in given and not any(MODES[m].scaler == "dynamic" for m in modes):
-        raise TrainError(f"--profile {given['profile']} sets the dynamic loss scaler, which none of "
-                         f"{', '.join(modes)} uses (amp-fp16 does)")
+        raise TrainError(f"--profile {given['profile']} sets the dynamic loss scaler, which "
+                         f"none of {', '.join(modes)} uses (amp-fp16 does)")
     if "static_scale" in given and "fp16-static" not in modes:
         raise TrainError("--static-scale sets the scale of fp16-static, which is not among "
                          f"{', '.join(modes)}")
@@ -107,7 +108,8 @@ def _add_verify(sub: Any) -> None:
                    help=f"target format (default float16); one of {', '.join(FORMATS)} or an alias")
     v.add_argument("--rounding", default="nearest_even", choices=[m.value for m in RoundingMode],
                    help="rounding mode (default nearest_even)")
-    v.add_argument("--stride", type=int, default=1, help="check every N-th pattern (default 1: all 2^32)")
+    v.add_argument("--stride", type=int, default=1,
+                   help="check every N-th pattern (default 1: all 2^32)")
     v.add_argument("--saturate", action="store_true", help="clamp overflow to ±max")
     v.add_argument("--no-subnormals", action="store_true", help="flush subnormal results to zero")
     v.add_argument("--seed", type=int, default=0, help="seed for stochastic rounding (default 0)")

@@ -19,7 +19,8 @@ MAX_DATA_BYTES = 8 * 2**20  # --data files are read up to this size (the rest is
 def load_corpus(path: str | None) -> str:
     """The embedded text (the US Declaration of Independence, public domain) or a file."""
     if path is None:
-        return resources.files("ampref.data").joinpath("declaration.txt").read_text(encoding="utf-8")
+        text = resources.files("ampref.data").joinpath("declaration.txt")
+        return text.read_text(encoding="utf-8")
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_DATA_BYTES + 1)

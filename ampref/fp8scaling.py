@@ -65,7 +65,8 @@ class DelayedScaling:
     def __post_init__(self) -> None:
         _fp8_max(self.fp8_format)
         if not isinstance(self.amax_history_len, int) or self.amax_history_len < 1:
-            raise ValueError(f"amax_history_len must be a positive int, got {self.amax_history_len!r}")
+            raise ValueError(f"amax_history_len must be a positive int, got "
+                             f"{self.amax_history_len!r}")
         if self.amax_compute_algo not in ("max", "most_recent"):
             raise ValueError(f"amax_compute_algo must be 'max' or 'most_recent', got "
                              f"{self.amax_compute_algo!r}")

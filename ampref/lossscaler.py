@@ -30,7 +30,8 @@ class LossScaler:
     """Everyday wrapper around :func:`transition` with torch's call protocol.
 
     ``scale_loss`` -> backward -> ``unscale(grads)`` (optionally per optimizer, and
-    ``ampref.nn.utils.clip_grad_norm_``) -> ``update()`` returns True when the optimizer step applies.
+    ``ampref.nn.utils.clip_grad_norm_``) -> ``update()`` returns True when the optimizer
+    step applies.
     """
 
     def __init__(self, config: ScalerConfig | None = None, *, profile: str = "custom",
@@ -64,7 +65,8 @@ class LossScaler:
                 override of a value the framework fixes, or an invalid value.
         """
         if name not in PROFILES:
-            raise ValueError(f"unknown loss-scale profile {name!r}; choose one of {', '.join(PROFILES)}")
+            raise ValueError(f"unknown loss-scale profile {name!r}; choose one of "
+                             f"{', '.join(PROFILES)}")
         prof = PROFILES[name]
         for key in overrides:
             if key not in OVERRIDES:
@@ -258,7 +260,8 @@ class LossScaler:
         self._overflow_run = self._overflow_run + 1 if ev.found_inf else 0
         if self._overflow_run >= self.warn_overflow_run and "run" not in self._warned:
             self._warned.add("run")
-            warnings.warn(f"{self._overflow_run} consecutive overflowing steps up to step {ev.step}: "
+            warnings.warn(f"{self._overflow_run} consecutive overflowing steps up to step "
+                          f"{ev.step}: "
                           f"loss scale now {ev.scale_after:g}; every step is being skipped "
                           "(NaN/inf in the loss or the model, not only in the scale?)",
                           LossScaleWarning, stacklevel=3)
@@ -266,7 +269,8 @@ class LossScaler:
             self._warned.add("collapse")
             warnings.warn(f"loss scale collapsed to {ev.scale_after:g} at step {ev.step} "
                           f"(below {self.warn_scale_below:g}); with no floor it can reach 0 and "
-                          "then every step is skipped (set min_scale)", LossScaleWarning, stacklevel=3)
+                          "then every step is skipped (set min_scale)", LossScaleWarning,
+                          stacklevel=3)
 
     # -- audit (kept in self.audit) ------------------------------------------------------
     @property
@@ -333,10 +337,12 @@ class LossScaler:
     def _load_torch(self, sd: dict[str, Any]) -> None:
         keys = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"}
         if set(sd) != keys:
-            raise ValueError(f"a torch GradScaler state dict has keys {sorted(keys)}, got {sorted(sd)}")
+            raise ValueError(f"a torch GradScaler state dict has keys {sorted(keys)}, got "
+                             f"{sorted(sd)}")
         vals = {k: _plain(sd[k], k) for k in keys}
         cfg = replace(self.config, growth_factor=vals["growth_factor"],
-                      backoff_factor=vals["backoff_factor"], growth_interval=vals["growth_interval"])
+                      backoff_factor=vals["backoff_factor"],
+                      growth_interval=vals["growth_interval"])
         scale = vals["scale"]
         if isinstance(scale, (int, float)) and not isinstance(scale, bool) and math.isfinite(scale):
             scale = float(np.float32(scale))  # torch holds the scale in a float32 tensor
@@ -346,7 +352,8 @@ class LossScaler:
 
     def _load_full(self, sd: dict[str, Any]) -> None:
         if sd["profile"] != self.profile:
-            raise ValueError(f"state dict of profile {sd['profile']!r} loaded into a {self.profile!r} scaler")
+            raise ValueError(f"state dict of profile {sd['profile']!r} loaded into a "
+                             f"{self.profile!r} scaler")
         parts: dict[str, dict[str, Any]] = {}
         for part, cls in (("config", ScalerConfig), ("state", ScalerState)):
             given = sd[part]

@@ -42,7 +42,8 @@ class Optimizer:
             raise ValueError("optimizer got an empty parameter list")
         for i, p in enumerate(self.params):
             if not isinstance(p, Tensor) or not p.requires_grad or not p.is_leaf:
-                raise TypeError(f"parameter {i} is not a leaf ampref.Tensor with requires_grad=True")
+                raise TypeError(f"parameter {i} is not a leaf ampref.Tensor with "
+                                "requires_grad=True")
         if not (isinstance(lr, (int, float)) and lr >= 0 and math.isfinite(lr)):
             raise ValueError(f"learning rate must be a finite number >= 0, got {lr!r}")
         self.lr = float(lr)
@@ -115,7 +116,9 @@ class Optimizer:
                 "master": [None if m is None else np.array(self._host(m)) for m in self.master]}
 
     def _host(self, v: Any) -> Any:
-        return v if isinstance(v, (int, float, np.ndarray, np.generic)) else self.params[0].backend.to_numpy(v)
+        if isinstance(v, (int, float, np.ndarray, np.generic)):
+            return v
+        return self.params[0].backend.to_numpy(v)
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output.
@@ -136,7 +139,8 @@ class Optimizer:
         for p, s in zip(self.params, sd["state"], strict=True):
             for k, v in s.items():
                 if np.shape(v) not in ((), p.shape):
-                    raise ValueError(f"optimizer buffer {k!r} has shape {np.shape(v)}, parameter {p.shape}")
+                    raise ValueError(f"optimizer buffer {k!r} has shape {np.shape(v)}, parameter "
+                                     f"{p.shape}")
         self.steps, self.lr = int(sd["steps"]), float(sd["lr"])
         be = self.params[0].backend
         self.state = [{k: np.array(v) if np.ndim(v) == 0 else be.asarray(np.array(v))
@@ -192,8 +196,9 @@ class Adam(Optimizer):
 
     decoupled = False
 
-    def __init__(self, params: Sequence[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, *, master_weights: bool = True) -> None:
+    def __init__(self, params: Sequence[Tensor], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, *, master_weights: bool = True) -> None:
         super().__init__(params, lr, master_weights=master_weights)
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
@@ -233,6 +238,7 @@ class AdamW(Adam):
 
     decoupled = True
 
-    def __init__(self, params: Sequence[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 1e-2, *, master_weights: bool = True) -> None:
+    def __init__(self, params: Sequence[Tensor], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, *, master_weights: bool = True) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, master_weights=master_weights)

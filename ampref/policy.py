@@ -131,7 +131,8 @@ def parse_policy(data: bytes, source: str) -> Policy:
                              f"strings, got {names!r}")
         for op in names:
             if op in cats:
-                raise ValueError(f"policy {source!r}: op {op!r} is in both {cats[op]!r} and {cat!r}")
+                raise ValueError(f"policy {source!r}: op {op!r} is in both {cats[op]!r} and "
+                                 f"{cat!r}")
             cats[op] = cat
     advice = raw.get("banned_advice", {})
     if not isinstance(advice, dict) or not all(isinstance(v, str) for v in advice.values()):

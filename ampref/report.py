@@ -44,7 +44,8 @@ def _low_format(run: Any) -> str:
     return m.autocast or (m.params if m.params != "float32" else "float16")
 
 
-def _hist_grid(plt: Any, hists: dict[str, list[int]], title: str, fmt_name: str, path: Path) -> None:
+def _hist_grid(plt: Any, hists: dict[str, list[int]], title: str, fmt_name: str,
+               path: Path) -> None:
     names = sorted(hists)
     if not names:
         return
@@ -52,12 +53,14 @@ def _hist_grid(plt: Any, hists: dict[str, list[int]], title: str, fmt_name: str,
     rows = math.ceil(len(names) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.4 * rows), squeeze=False)
     centers = (LOG2_BINS[:-1] + LOG2_BINS[1:]) / 2
-    for ax, name in zip(axes.flat, names, strict=False):  # more panels than names: the rest are hidden
+    # more panels than names: the rest are hidden below
+    for ax, name in zip(axes.flat, names, strict=False):
         counts = np.asarray(hists[name])
         ax.bar(centers, counts, width=2.0, color="steelblue")
         _range_lines(ax, fmt_name)
         nz = np.flatnonzero(counts)
-        lo = min(centers[nz[0]] if nz.size else -30, math.log2(get_format(fmt_name).smallest_subnormal)) - 4
+        lo = min(centers[nz[0]] if nz.size else -30,
+                 math.log2(get_format(fmt_name).smallest_subnormal)) - 4
         hi = max(centers[nz[-1]] if nz.size else 10, math.log2(get_format(fmt_name).max)) + 4
         ax.set_xlim(lo, hi)
         ax.set_title(name, fontsize=8)
@@ -106,9 +109,11 @@ def write_report(run: Any, out: Path, summary: dict[str, Any]) -> None:
 
     last = max(st.hists, key=int) if st.hists else None
     if last is not None:
-        _hist_grid(plt, st.hists[last]["gradients"], f"{run.cfg.precision}: gradients (x loss scale) "
-                   f"at step {last}", fmt_name, out / "hist_gradients.png")
-        _hist_grid(plt, st.hists[last]["activations"], f"{run.cfg.precision}: activations at step {last}",
+        mode = run.cfg.precision
+        _hist_grid(plt, st.hists[last]["gradients"],
+                   f"{mode}: gradients (x loss scale) at step {last}", fmt_name,
+                   out / "hist_gradients.png")
+        _hist_grid(plt, st.hists[last]["activations"], f"{mode}: activations at step {last}",
                    fmt_name, out / "hist_activations.png")
 
     _underflow_plot(plt, st.layer_series, out / "underflow.png")
@@ -116,16 +121,19 @@ def write_report(run: Any, out: Path, summary: dict[str, Any]) -> None:
     sc = "-" if summary["final_scale"] is None else f"{summary['final_scale']:g}"
     lines = [
         f"# ampref train: {run.cfg.precision}", "",
-        f"{summary['about']}. {summary['steps']} steps, seed {run.cfg.seed}, batch {run.cfg.batch}, "
+        f"{summary['about']}. {summary['steps']} steps, seed {run.cfg.seed}, "
+        f"batch {run.cfg.batch}, "
         f"context {run.cfg.context}, width {run.cfg.width}, {run.cfg.blocks} blocks.", "",
         "| metric | value |", "|---|---|",
         f"| final training loss (mean of last 20 applied steps) | {summary['final_loss']:.4f} |",
         f"| validation bits per character | {summary['val_bpc']:.3f} |",
         f"| skipped steps | {summary['skipped_steps']} |",
         f"| final loss scale | {sc} |",
-        f"| gradient elements underflowed to 0 in {fmt_name} | {summary['underflow_fraction']:.3e} |",
+        f"| gradient elements underflowed to 0 in {fmt_name} "
+        f"| {summary['underflow_fraction']:.3e} |",
         f"| gradient elements overflowed | {summary['overflow_fraction']:.3e} |",
-        f"| master gradients below fp16's smallest subnormal / 2 (x scale) | {summary['grad_below_fp16_fraction']:.3e} |",
+        f"| master gradients below fp16's smallest subnormal / 2 (x scale) | "
+        f"{summary['grad_below_fp16_fraction']:.3e} |",
         f"| steps per second | {summary['steps_per_s']:.2f} |", "",
         f"Injected non-finite gradients at steps: {summary['injected'] or 'none'}.  ",
         f"Skipped steps: {summary['skipped'] or 'none'}.", "",
@@ -184,7 +192,8 @@ def _smoothed_losses(out: Path, modes: list[str], k: int = 10) -> dict[str, tupl
         loss = np.array([r["loss"] for r in h], dtype=float)
         w = min(k, len(loss)) or 1
         fill = np.nanmean(loss) if np.isfinite(loss).any() else 0.0
-        curves[m] = (w - 1, np.convolve(np.nan_to_num(loss, nan=fill), np.ones(w) / w, mode="valid"))
+        smooth = np.convolve(np.nan_to_num(loss, nan=fill), np.ones(w) / w, mode="valid")
+        curves[m] = (w - 1, smooth)
     return curves
 
 

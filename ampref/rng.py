@@ -32,7 +32,8 @@ class Generator:
         self.counter += n
         return out
 
-    def uniform(self, shape: tuple[int, ...], low: float = 0.0, high: float = 1.0) -> npt.NDArray[np.float32]:
+    def uniform(self, shape: tuple[int, ...], low: float = 0.0,
+                high: float = 1.0) -> npt.NDArray[np.float32]:
         """float32 values low + (high - low) * u, u = (word >> 8) / 2^24 in [0, 1)."""
         n = int(np.prod(shape))
         u = (self.bits(n) >> np.uint32(8)).astype(np.float64) * 2.0**-24

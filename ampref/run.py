@@ -98,8 +98,9 @@ class Run:
                                master_weights=self.mode.master_weights)
         self.scaler: LossScaler | None = None
         if self.mode.scaler == "dynamic":
-            self.scaler = LossScaler.from_profile(cfg.profile, init_scale=cfg.init_scale) \
-                if "init_scale" not in PROFILES[cfg.profile].fixed else LossScaler.from_profile(cfg.profile)
+            fixed = "init_scale" in PROFILES[cfg.profile].fixed
+            self.scaler = (LossScaler.from_profile(cfg.profile) if fixed
+                           else LossScaler.from_profile(cfg.profile, init_scale=cfg.init_scale))
         elif self.mode.scaler == "static":
             self.scaler = StaticLossScaler(cfg.static_scale)
         self.state = RunState()
@@ -107,8 +108,8 @@ class Run:
         self._acts: dict[str, np.ndarray] = {}
         self._capture = False
         for name, m in self.model.named_modules():
-            if name and isinstance(m, (nn.TransformerBlock, nn.Linear, nn.LayerNorm, nn.Embedding)) \
-                    and name.count(".") <= 1:
+            watched = (nn.TransformerBlock, nn.Linear, nn.LayerNorm, nn.Embedding)
+            if name and isinstance(m, watched) and name.count(".") <= 1:
                 m.register_forward_hook(self._hook(name))
 
     def _hook(self, name: str) -> Any:
@@ -165,7 +166,8 @@ class Run:
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         xp = self.model.parameters()[0].backend.xp
         nz = sum(int(xp.count_nonzero(g)) for g in grads)
-        tiny = sum(int(xp.count_nonzero((g != 0) & (xp.abs(g) * scale_used < 2.0**-25))) for g in grads)
+        tiny = sum(int(xp.count_nonzero((g != 0) & (xp.abs(g) * scale_used < 2.0**-25)))
+                   for g in grads)
         rec.update(loss=loss.item(), applied=bool(applied), injected=injected, removed=False,
                    scale_after=self.scale, seconds=time.perf_counter() - t0,
                    low_elements=sum(c[0] for c in stats.layers.values()),
@@ -196,5 +198,6 @@ class Run:
         losses = []
         with no_grad():
             for b in range(batches):
-                losses.append(self.loss_on(self.corpus.batch(self.cfg.seed + 1, b, self.cfg.batch, "val")).item())
+                ids = self.corpus.batch(self.cfg.seed + 1, b, self.cfg.batch, "val")
+                losses.append(self.loss_on(ids).item())
         return float(np.mean(losses))

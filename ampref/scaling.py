@@ -95,7 +95,8 @@ class ScalerConfig:
 
     def __post_init__(self) -> None:
         check_range("growth_factor", self.growth_factor, lo=1.0, lo_open=True)
-        check_range("backoff_factor", self.backoff_factor, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+        check_range("backoff_factor", self.backoff_factor, lo=0.0, hi=1.0, lo_open=True,
+                    hi_open=True)
         check_int("growth_interval", self.growth_interval)
         check_int("hysteresis", self.hysteresis)
         check_range("init_scale", self.init_scale, lo=0.0, lo_open=True)
@@ -110,7 +111,8 @@ class ScalerConfig:
             check_range("max_scale", self.max_scale, lo=0.0, lo_open=True)
         if self.floor != "none" and self.min_scale is None:
             raise ValueError(f"floor={self.floor!r} needs a min_scale")
-        if self.min_scale is not None and self.max_scale is not None and self.min_scale > self.max_scale:
+        both = self.min_scale is not None and self.max_scale is not None
+        if both and self.min_scale > self.max_scale:  # type: ignore[operator]
             raise ValueError(f"min_scale {self.min_scale!r} exceeds max_scale {self.max_scale!r}")
         if not isinstance(self.refuse_inf_growth, (bool, np.bool_)):
             raise TypeError(f"refuse_inf_growth must be a bool, got {self.refuse_inf_growth!r}")
@@ -241,7 +243,8 @@ def check_state(cfg: ScalerConfig, st: ScalerState) -> None:
     if math.isnan(sc) or sc < 0:
         raise ValueError(f"scaler state scale must be >= 0 and not NaN, got {sc!r}")
     if sc == 0 and floored:
-        raise ValueError(f"scaler state scale 0 is unreachable with the floor min_scale={cfg.min_scale}")
+        raise ValueError(f"scaler state scale 0 is unreachable with the floor "
+                         f"min_scale={cfg.min_scale}")
     if math.isinf(sc) and (cfg.refuse_inf_growth or cfg.max_scale is not None):
         raise ValueError("scaler state scale inf is unreachable: this profile refuses growth to "
                          "inf or caps the scale")
@@ -277,7 +280,8 @@ def _growth_due(cfg: ScalerConfig, st: ScalerState, tracker: int, step: int) -> 
     return stable > 0 and stable % cfg.growth_interval == 0
 
 
-def transition(cfg: ScalerConfig, st: ScalerState, found_inf: bool) -> tuple[ScalerState, ScaleEvent]:
+def transition(cfg: ScalerConfig, st: ScalerState,
+               found_inf: bool) -> tuple[ScalerState, ScaleEvent]:
     """The pure update rule (module docstring). Raises :class:`ScaleFloorError`."""
     step = st.step + 1
     if found_inf:
@@ -363,10 +367,10 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
                                       floor="raise", refuse_inf_growth=False),
             {"growth_factor": _FIXED_2, "backoff_factor": _FIXED_2, "max_scale": "has no cap"},
             "deepspeed/runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale)"),
-    Profile("deepspeed-consecutive", ScalerConfig(growth_interval=1000, growth_rule="since_overflow",
-                                                  arith="f64", hysteresis=2, refill="any_clean",
-                                                  min_scale=1.0, floor="raise",
-                                                  refuse_inf_growth=False),
+    Profile("deepspeed-consecutive",
+            ScalerConfig(growth_interval=1000, growth_rule="since_overflow", arith="f64",
+                         hysteresis=2, refill="any_clean", min_scale=1.0, floor="raise",
+                         refuse_inf_growth=False),
             {"growth_factor": _FIXED_2, "backoff_factor": _FIXED_2, "max_scale": "has no cap"},
             "deepspeed loss_scaler.py with consecutive_hysteresis=True"),
     Profile("megatron", ScalerConfig(init_scale=2.0**32, growth_interval=1000, arith="f32",

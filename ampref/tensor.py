@@ -189,7 +189,8 @@ class Tensor:
 
     def __repr__(self) -> str:
         g = ", requires_grad=True" if self.requires_grad else ""
-        return f"ampref.Tensor({np.array2string(self.numpy(), threshold=8)}, format={self.format.name}{g})"
+        values = np.array2string(self.numpy(), threshold=8)
+        return f"ampref.Tensor({values}, format={self.format.name}{g})"
 
     def __len__(self) -> int:
         return int(self.shape[0])
@@ -352,7 +353,8 @@ def _topological(root: Tensor) -> list[Tensor]:
 
 
 def tensor(data: Any, format: str | Format = "float32", requires_grad: bool = False,
-           backend: str | Any = "numpy", *, rounding: str = "nearest_even", name: str | None = None) -> Tensor:
+           backend: str | Any = "numpy", *, rounding: str = "nearest_even",
+           name: str | None = None) -> Tensor:
     """A leaf tensor of ``format`` holding ``data`` rounded to it (nearest-even by default).
 
     Integer or boolean data is rejected for floating formats only if it cannot be

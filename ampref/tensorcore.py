@@ -177,7 +177,8 @@ def block_fma(a: npt.NDArray[Any], b: npt.NDArray[Any],
               fout: Format) -> npt.NDArray[Any]:
     """One block: a, b of shape (..., k <= block), c of shape (...); float64 in and out."""
     if path.late_addend:
-        products = block_fma(a, b, np.zeros_like(c), replace(path, late_addend=False), lim, fin, fout)
+        products = block_fma(a, b, np.zeros_like(c), replace(path, late_addend=False), lim, fin,
+                             fout)
         return add_rounded(products, c, get_format("float32"), path.late_rounding)
     p = a * b  # exact
     ep = _exponents(a, fin.minexp) + _exponents(b, fin.minexp)
@@ -223,7 +224,8 @@ def check_inputs(x: Any, fmt: Format, what: str, quantize_inputs: bool,
     bad = ~((q == x64) | (np.isnan(q) & np.isnan(x64)))
     if bad.any():
         i = np.unravel_index(int(np.flatnonzero(bad)[0]), x64.shape)
-        raise ValueError(f"{what}[{', '.join(map(str, i))}] = {float(x64[i])!r} is not representable in "
+        where = ", ".join(map(str, i))
+        raise ValueError(f"{what}[{where}] = {float(x64[i])!r} is not representable in "
                          f"{fmt.name}; pass quantize_inputs=True to round inputs first")
     return x64
 

@@ -95,7 +95,8 @@ def ordinal(x: npt.ArrayLike, fmt: str | Format | None = None) -> npt.NDArray[np
     exact = (back == vals) | (np.isnan(back) & np.isnan(vals))
     if not exact.all():
         i = int(np.flatnonzero(~exact.reshape(-1))[0])
-        raise ValueError(f"element {i} ({vals.reshape(-1)[i]!r}) is not representable in {fmt.name}")
+        raise ValueError(f"element {i} ({vals.reshape(-1)[i]!r}) is not representable in "
+                         f"{fmt.name}")
     if not fmt.is_signed:
         return codes
     sign = np.int64(fmt.sign_mask)
@@ -207,8 +208,10 @@ def hard_cases(fmt: str | Format, *, dtype: Any = np.float32) -> Any:
                          st.integers(-2, 2), st.sampled_from([1.0, -1.0]))
     ubits = np.uint32 if dt == np.float32 else np.uint64
     width = dt.itemsize * 8
-    nan_payload = st.integers(1, (1 << (width - 1 - (8 if width == 32 else 11))) - 1).map(
-        lambda p: float(np.array([(((1 << (8 if width == 32 else 11)) - 1) << (width - 1 - (8 if width == 32 else 11))) | p],
-                                 dtype=ubits).view(dt)[0]))
+    exp_bits = 8 if width == 32 else 11
+    mant_bits = width - 1 - exp_bits
+    quiet_exp = ((1 << exp_bits) - 1) << mant_bits  # all-ones exponent: inf/NaN
+    nan_payload = st.integers(1, (1 << mant_bits) - 1).map(
+        lambda p: float(np.array([quiet_exp | p], dtype=ubits).view(dt)[0]))
     specials = st.sampled_from([np.inf, -np.inf, np.nan])
     return st.one_of(midpoint(), boundary, nan_payload, specials).map(dt.type)

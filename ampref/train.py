@@ -78,7 +78,8 @@ def train(cfg: TrainConfig, out: str | Path, *, resume: bool = False, progress: 
     if last is not None:
         load_checkpoint(run, last)
         if run.state.step > cfg.steps:
-            raise TrainError(f"--resume: the checkpoint is at step {run.state.step}, beyond --steps {cfg.steps}")
+            raise TrainError(f"--resume: the checkpoint is at step {run.state.step}, beyond "
+                             f"--steps {cfg.steps}")
     bar = _progress(cfg, run.state.step, progress)
     done_here = 0
     t_start = time.perf_counter()
@@ -174,7 +175,8 @@ def compare(cfg: TrainConfig, modes: list[str], out: str | Path, *, progress: bo
     _check_out(out)
     rows = []
     for m in modes:
-        c = replace(cfg, precision=m, inject_nonfinite=cfg.inject_nonfinite if MODES[m].scaler else 0.0)
+        c = replace(cfg, precision=m,
+                    inject_nonfinite=cfg.inject_nonfinite if MODES[m].scaler else 0.0)
         rows.append(train(c, out / m, progress=progress, report=report))
     atomic_write(str(out / "compare.json"), json.dumps(rows, indent=1) + "\n")
     table = compare_table(rows)
@@ -190,7 +192,9 @@ def compare_table(rows: list[dict[str, Any]]) -> str:
     lines = [head, "|" + "---|" * 9]
     for r in rows:
         sc = "-" if r["final_scale"] is None else f"{r['final_scale']:g}"
-        lines.append(f"| {r['mode']} | {r['final_loss']:.4f} | {r['val_bpc']:.3f} | {r['skipped_steps']} | "
-                     f"{sc} | {r['underflow_fraction']:.2e} | {r['grad_below_fp16_fraction']:.2e} | "
+        lines.append(f"| {r['mode']} | {r['final_loss']:.4f} | {r['val_bpc']:.3f} "
+                     f"| {r['skipped_steps']} | "
+                     f"{sc} | {r['underflow_fraction']:.2e} "
+                     f"| {r['grad_below_fp16_fraction']:.2e} | "
                      f"{r['steps_per_s']:.2f} | {r['wall_s']:.1f} |")
     return "\n".join(lines)

@@ -31,9 +31,11 @@ class Mode:
 
 MODES: dict[str, Mode] = {
     "fp32": Mode(autocast=None, scaler=None, about="float32 throughout"),
-    "amp-fp16": Mode(autocast="float16", scaler="dynamic", about="fp16 autocast + dynamic loss scaling"),
+    "amp-fp16": Mode(autocast="float16", scaler="dynamic",
+                     about="fp16 autocast + dynamic loss scaling"),
     "amp-bf16": Mode(autocast="bfloat16", scaler=None, about="bf16 autocast, no scaling"),
-    "fp16-static": Mode(autocast="float16", scaler="static", about="fp16 autocast + fixed loss scale"),
+    "fp16-static": Mode(autocast="float16", scaler="static",
+                        about="fp16 autocast + fixed loss scale"),
     "fp16-noscale": Mode(autocast="float16", scaler=None, about="fp16 autocast, no loss scaling"),
     "pure-fp16": Mode(autocast=None, scaler=None, params="float16", master_weights=False,
                       about="fp16 weights, activations and gradients, no master weights"),
@@ -75,7 +77,8 @@ class TrainConfig:
             TrainError: the first bad field, named with its allowed range or choices.
         """
         if self.precision not in MODES:
-            raise TrainError(f"unknown precision mode {self.precision!r}; choose one of {', '.join(MODES)}")
+            raise TrainError(f"unknown precision mode {self.precision!r}; choose one of "
+                             f"{', '.join(MODES)}")
         for name in ("steps", "batch", "context", "width", "heads", "blocks", "checkpoint_every"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < (0 if name == "steps" else 1):
@@ -94,23 +97,27 @@ class TrainConfig:
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise TrainError(f"--lr must be a positive finite number, got {self.lr}")
         if self.profile not in PROFILES:
-            raise TrainError(f"unknown loss-scale profile {self.profile!r}; choose one of {', '.join(PROFILES)}")
+            raise TrainError(f"unknown loss-scale profile {self.profile!r}; choose one of "
+                             f"{', '.join(PROFILES)}")
         if not 0.0 <= self.inject_nonfinite <= 1.0:
-            raise TrainError(f"--inject-nonfinite must be a rate in [0, 1], got {self.inject_nonfinite}")
+            raise TrainError(f"--inject-nonfinite must be a rate in [0, 1], got "
+                             f"{self.inject_nonfinite}")
         if self.inject_nonfinite and MODES[self.precision].scaler is None:
             raise TrainError(f"--inject-nonfinite needs a mode with a loss scaler that skips "
                              f"non-finite steps (amp-fp16, fp16-static), not {self.precision!r}")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise TrainError(f"--seed must be an integer >= 0, got {self.seed!r}")
-        if not (math.isfinite(self.static_scale) and 0 < self.static_scale <= float(np.finfo(np.float32).max)):
+        f32_max = float(np.finfo(np.float32).max)
+        if not (math.isfinite(self.static_scale) and 0 < self.static_scale <= f32_max):
             raise TrainError(f"--static-scale must be a positive float32 value (at most 3.4e38), "
                              f"got {self.static_scale!r}")
         if self.backend != "numpy":
             from . import backends  # type: ignore[attr-defined]  # mapped from backends/ (pyproject)
 
             if not backends.available(self.backend):
+                here = [n for n in backends.names() if backends.available(n)]
                 raise TrainError(f"backend {self.backend!r} is not available here (choices: "
-                                 f"{', '.join(n for n in backends.names() if backends.available(n))})")
+                                 f"{', '.join(here)})")
 
     def memory_estimate(self) -> int:
         """Rough bytes of the largest arrays of one step: activations and their

@@ -146,7 +146,8 @@ def _peer(fmt: Format) -> tuple[str, Any] | None:
 
 def _peer_excluded(x: npt.NDArray[np.float32], fmt: Format) -> npt.NDArray[np.bool_]:
     """Inputs where the peer library documentedly differs (FMT-SPC-001/004/005)."""
-    excl = np.isnan(x) if fmt.encoding in (Encoding.FINITE, Encoding.IEEE) else np.zeros(x.shape, bool)
+    no_nan_code = fmt.encoding in (Encoding.FINITE, Encoding.IEEE)
+    excl = np.isnan(x) if no_nan_code else np.zeros(x.shape, bool)
     if fmt.encoding is Encoding.FNU:
         a = np.abs(x)
         excl |= (a >= 2.0**-127) & (a < 2.0**-126)
@@ -177,7 +178,8 @@ def verify_block(start: int, stop: int, stride: int, fmt_name: str, rounding: st
     res.checked = x.size
     res.mismatches = int(bad.sum())
     for i in np.flatnonzero(bad)[:5]:
-        res.first.append(("oracle", f"{int(pats[i]):#010x}", f"{int(ob[i]):#010x}", f"{int(rb[i]):#010x}"))
+        res.first.append(("oracle", f"{int(pats[i]):#010x}", f"{int(ob[i]):#010x}",
+                          f"{int(rb[i]):#010x}"))
     peer = _peer(fmt)
     if rnd is RoundingMode.NEAREST_EVEN and not saturate and subnormals and peer is not None:
         res.peer = peer[0]
@@ -191,7 +193,8 @@ def verify_block(start: int, stop: int, stride: int, fmt_name: str, rounding: st
         res.peer_mismatches = int(pbad.sum())
         pp = pats[~excl]
         for i in np.flatnonzero(pbad)[:5]:
-            res.first.append((peer[0], f"{int(pp[i]):#010x}", f"{int(mine[i]):#x}", f"{int(theirs[i]):#x}"))
+            res.first.append((peer[0], f"{int(pp[i]):#010x}", f"{int(mine[i]):#x}",
+                              f"{int(theirs[i]):#x}"))
     return res
 
 

@@ -28,8 +28,9 @@ Numerics (what agrees with the NumPy reference, and how):
   decision (BKD-SCL-001..002).
 
 :class:`DeviceBackend` takes its array module and kernel set as arguments: with CuPy and
-:class:`~ampref.backends.cuda_kernels.CudaKernels` it is the GPU backend; the test-suite runs the same class with
-NumPy and the host build of the same kernels (:class:`ampref.backends.hostbuild.HostKernels`).
+:class:`~ampref.backends.cuda_kernels.CudaKernels` it is the GPU backend; the test-suite
+runs the same class with NumPy and the host build of the same kernels
+(:class:`ampref.backends.hostbuild.HostKernels`).
 """
 
 from __future__ import annotations

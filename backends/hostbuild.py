@@ -22,7 +22,8 @@ __all__ = ["HostKernels", "host_compiler", "nvcc_compile"]
 
 def _cache_dir() -> Path:
     root = os.environ.get("AMPREF_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "ampref")
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "ampref")
     return Path(root)
 
 
@@ -114,7 +115,8 @@ class HostKernels:
     def encode16(self, x: np.ndarray, params: np.ndarray) -> np.ndarray:
         src = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
         out = np.empty(src.shape, dtype=np.uint16)
-        self._lib.ampref_host_encode16_f32(self._ptr(src), self._ptr(out), src.size, self._ptr(params))
+        self._lib.ampref_host_encode16_f32(self._ptr(src), self._ptr(out), src.size,
+                                           self._ptr(params))
         return out
 
     def random_bits(self, k1: int, k2: int, start: int, count: int) -> np.ndarray:
@@ -144,7 +146,8 @@ def nvcc_compile(source_name: str, arch: str = "sm_90") -> subprocess.CompletedP
     """
     choices = {"kernels": device_source, "mma_chain": mma_source}
     if source_name not in choices:
-        raise ValueError(f"unknown device source {source_name!r}; choose one of {', '.join(choices)}")
+        raise ValueError(f"unknown device source {source_name!r}; choose one of "
+                         f"{', '.join(choices)}")
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise RuntimeError("nvcc is not on PATH")

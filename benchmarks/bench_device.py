@@ -33,7 +33,8 @@ except ImportError:  # pragma: no cover
 def host_part(n: int, repeat: int) -> None:
     k = hostbuild.HostKernels()
     x = (np.random.default_rng(0).standard_normal(n) * 100).astype(np.float32)
-    print(f"host build of the device kernel, {n:,} float32 elements, {platform.processor() or platform.machine()}")
+    print(f"host build of the device kernel, {n:,} float32 elements, "
+          f"{platform.processor() or platform.machine()}")
     print(f"{'format':<16}{'kernel Melem/s':>16}{'ampref Melem/s':>16}{'NumPy/ml_dtypes Melem/s':>25}"
           f"{'kernel/ampref':>15}{'kernel/peer':>13}")
     for name in ("float16", "bfloat16", "float8_e4m3fn"):
@@ -82,7 +83,8 @@ def device_part(n: int, repeat: int) -> None:
         t_f32 = timed(lambda: cp.matmul(a, b))
         t_exact = timed(lambda: be.matmul(a, b, "exact", "float16"))
         print(f"{M}^3: cupy fp16 {flop / t_ref / 1e12:.1f} TFLOP/s | gemmEx {flop / t_gemm / 1e12:.1f} "
-              f"({t_ref / t_gemm:.2f}x) | chain kernel {flop / t_mma / 1e12:.2f} ({t_ref / t_mma:.3f}x) | "
+              f"({t_ref / t_gemm:.2f}x) | chain kernel {flop / t_mma / 1e12:.2f} "
+              f"({t_ref / t_mma:.3f}x) | "
               f"cupy fp32 {flop / t_f32 / 1e12:.1f} | exact {flop / t_exact / 1e12:.2f} ({t_f32 / t_exact:.3f}x fp32)")
 
 

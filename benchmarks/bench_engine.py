@@ -67,7 +67,8 @@ def torch_steps(amp: bool):  # type: ignore[no-untyped-def]
             super().__init__()
             self.emb, self.ln1, self.ln2 = torch.nn.Embedding(65, 128), torch.nn.LayerNorm(128), torch.nn.LayerNorm(128)
             self.qkv, self.proj = torch.nn.Linear(128, 384), torch.nn.Linear(128, 128)
-            self.mlp = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.GELU(), torch.nn.Linear(512, 128))
+            self.mlp = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.GELU(),
+                                           torch.nn.Linear(512, 128))
             self.head = torch.nn.Linear(128, 65)
 
         def forward(self, i: torch.Tensor) -> torch.Tensor:
@@ -93,7 +94,8 @@ def torch_steps(amp: bool):  # type: ignore[no-untyped-def]
         o2.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
             logits = tr(ids[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 65).float(), ids[:, 1:].reshape(-1))
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 65).float(),
+                                                     ids[:, 1:].reshape(-1))
         loss.backward()
         o2.step()
     return mlp_step, tr_step
@@ -110,7 +112,8 @@ def main() -> None:
     print(f"{'model':12} {'mode':5} {'ampref ms':>10} {'torch ms':>9} {'ratio':>6} target")
     for amp in (False, True):
         tm, tt = torch_steps(amp)
-        for name, ours, theirs in (("mlp", ampref_mlp(amp), tm), ("transformer", ampref_transformer(amp), tt)):
+        for name, ours, theirs in (("mlp", ampref_mlp(amp), tm),
+                                   ("transformer", ampref_transformer(amp), tt)):
             a = best_time(ours, args.repeat)
             b = best_time(theirs, args.repeat)
             target = 4.0 if amp else 2.0

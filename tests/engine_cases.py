@@ -78,7 +78,8 @@ def cases() -> dict[str, Case]:
                  T(lambda q, k, v: _torch()[1].scaled_dot_product_attention(q, k, v)), "any"),
         "scaled_dot_product_attention_causal": ([(2, 4, 3), (2, 4, 3), (2, 4, 2)],
                         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                        T(lambda q, k, v: _torch()[1].scaled_dot_product_attention(q, k, v, is_causal=True)),
+                        T(lambda q, k,
+                          v: _torch()[1].scaled_dot_product_attention(q, k, v, is_causal=True)),
                         "any"),
         "dropout": ([(4, 3)], lambda a: F.dropout(a, 0.25, seed=7), None, "any"),
         # float64 -> float64 is the identity; casts to narrower formats are checked bitwise

@@ -20,7 +20,8 @@ F32 = ampref.float32
 
 def exact_rounded(a: np.ndarray, b: np.ndarray, c: float) -> np.float32:
     """Oracle: exact sum with Fractions, one nearest-even rounding by the scalar oracle."""
-    s = sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b, strict=True)), Fraction(float(c)))
+    s = sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b, strict=True)),
+            Fraction(float(c)))
     code = oracle.round_scalar(s, F32, "nearest_even")
     return np.array([code], np.uint32).view(np.float32)[0]
 
@@ -113,7 +114,8 @@ def test_error_bound_holds_on_adversarial_inputs_with_chained_blocks(model: str,
 
 @pytest.mark.clause("ACC-BND-002")
 @given(a=arrays("fp16", 16), b=arrays("fp16", 16))
-def test_one_block_is_within_the_block_fma_bound_of_the_exact_sum(a: np.ndarray, b: np.ndarray) -> None:
+def test_one_block_is_within_the_block_fma_bound_of_the_exact_sum(
+        a: np.ndarray, b: np.ndarray) -> None:
     got = acc.dot(a, b, accumulation="tensorcore:h100", input_format="fp16")
     exact = float(sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b, strict=True)))
     assert abs(float(got) - exact) <= acc.error_bound(a, b, accumulation="tensorcore:h100",
@@ -124,7 +126,8 @@ def test_one_block_is_within_the_block_fma_bound_of_the_exact_sum(a: np.ndarray,
 @pytest.mark.parametrize("model,fmt", [("tensorcore:h100", "fp16"), ("tensorcore:b200", "e4m3"),
                                        ("tensorcore:a100", "tf32"), ("tensorcore:h200", "bf16"),
                                        ("sequential", "bf16"), ("pairwise", "fp16")])
-def test_gemm_entries_equal_dot_products_in_k_order_and_runs_repeat_bit_for_bit(model: str, fmt: str) -> None:
+def test_gemm_entries_equal_dot_products_in_k_order_and_runs_repeat_bit_for_bit(
+        model: str, fmt: str) -> None:
     rng = np.random.default_rng(3)
     rnd = "toward_zero" if fmt == "tf32" else "nearest_even"
     A = ampref.quantize(rng.standard_normal((37, 70)) * 4, fmt, rnd, saturate=True)
@@ -139,7 +142,8 @@ def test_gemm_entries_equal_dot_products_in_k_order_and_runs_repeat_bit_for_bit(
 
 @pytest.mark.clause("ACC-API-001")
 def test_bad_models_and_shapes_are_rejected_with_the_choices() -> None:
-    with pytest.raises(ValueError, match="unknown accumulation model 'kahan'.*sequential.*tensorcore:<gpu>"):
+    with pytest.raises(ValueError,
+                       match="unknown accumulation model 'kahan'.*sequential.*tensorcore:<gpu>"):
         acc.matmul(np.ones((2, 2)), np.ones((2, 2)), input_format="fp16", accumulation="kahan")
     with pytest.raises(ValueError, match="unknown GPU 'tpu'"):
         acc.parse_model("tensorcore:tpu")

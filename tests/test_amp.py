@@ -90,10 +90,12 @@ def test_gradscaler_misuse_raises_torchs_errors() -> None:
         scaler.update()
     _backward(model, scaler)
     scaler.unscale_(opt)
-    with pytest.raises(RuntimeError, match="unscale_\\(\\) has already been called on this optimizer"):
+    with pytest.raises(RuntimeError,
+                       match="unscale_\\(\\) has already been called on this optimizer"):
         scaler.unscale_(opt)
     assert scaler.step(opt) is True
-    with pytest.raises(RuntimeError, match="step\\(\\) has already been called since the last update"):
+    with pytest.raises(RuntimeError,
+                       match="step\\(\\) has already been called since the last update"):
         scaler.step(opt)
     with pytest.raises(RuntimeError, match="unscale_\\(\\) is being called after step\\(\\)"):
         scaler.unscale_(opt)
@@ -117,7 +119,8 @@ def test_gradscaler_step_tells_whether_the_step_was_skipped() -> None:
     model.parameters()[1].grad[0] = np.nan
     before = [p.numpy() for p in model.parameters()]
     assert scaler.step(opt, return_found_inf=True) is True
-    assert all(np.array_equal(a, p.numpy()) for a, p in zip(before, model.parameters(), strict=True))
+    assert all(np.array_equal(a, p.numpy()) for a,
+               p in zip(before, model.parameters(), strict=True))
     scaler.update()
     assert scaler.get_scale() == 4.0
     opt.zero_grad()
@@ -228,7 +231,8 @@ def test_autocast_takes_torchs_device_type_and_one_name_means_one_thing() -> Non
     with ampref.autocast("cpu"):
         assert F.linear(x, w).format.name == "bfloat16"  # torch-cpu's default dtype
         assert F.softmax(F.linear(x, w), -1).format.name == "bfloat16"  # unlisted on CPU
-    with pytest.raises(ValueError, match="unknown autocast device_type 'xla'; choose one of cuda, cpu"):
+    with pytest.raises(ValueError,
+                       match="unknown autocast device_type 'xla'; choose one of cuda, cpu"):
         with ampref.autocast("xla"):
             pass
     with pytest.raises(TypeError, match="enabled must be a bool"):

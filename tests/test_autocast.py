@@ -71,7 +71,8 @@ def test_every_op_output_format_matches_recorded_torch_cpu_autocast() -> None:
 @pytest.mark.clause("AUT-POL-001")
 def test_every_op_output_format_matches_live_torch_cpu_autocast() -> None:
     pytest.importorskip("torch")
-    spec = importlib.util.spec_from_file_location("rec", ROOT / "scripts" / "record_autocast_table.py")
+    spec = importlib.util.spec_from_file_location("rec",
+                                                  ROOT / "scripts" / "record_autocast_table.py")
     assert spec is not None and spec.loader is not None
     rec = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(rec)
@@ -88,8 +89,10 @@ def test_every_op_output_format_matches_live_torch_cpu_autocast() -> None:
 
 
 @pytest.mark.clause("AUT-POL-001")
-@pytest.mark.parametrize("policy,key", [("torch-cuda", "AutocastCUDA"), ("torch-cpu", "AutocastCPU")])
-def test_policy_files_name_only_ops_torch_registers_for_that_autocast_key(policy: str, key: str) -> None:
+@pytest.mark.parametrize("policy,key",
+                         [("torch-cuda", "AutocastCUDA"), ("torch-cpu", "AutocastCPU")])
+def test_policy_files_name_only_ops_torch_registers_for_that_autocast_key(
+        policy: str, key: str) -> None:
     registered = {r.removeprefix("aten::") for r in json.loads(DATA.read_text())["registrations"][key]}
     listed = set(load_policy(policy).categories)
     # torch's registrations omit Dimname overloads (section 2.4 of the reference notes)
@@ -112,7 +115,8 @@ CUDA_EXPECTED = {
 @pytest.mark.clause("AUT-POL-001", "AUT-CAT-001", "AUT-CAT-002", "AUT-CAT-003", "AUT-CAT-005")
 @pytest.mark.parametrize("op", sorted(CUDA_EXPECTED))
 def test_torch_cuda_policy_gives_the_documented_output_format(op: str) -> None:
-    n = 2 if op in ("add", "matmul", "linear", "mse_loss", "scaled_dot_product_attention", "conv2d") else 1
+    n = 2 if op in ("add", "matmul", "linear", "mse_loss", "scaled_dot_product_attention",
+                    "conv2d") else 1
     row = {"policy": "torch-cuda", "dtype": "float16", "op": op, "inputs": ["float16"] * n}
     assert run_row(row) == CUDA_EXPECTED[op]
 

@@ -44,7 +44,8 @@ def test_format_arguments_accept_names_everywhere_and_codes_must_fit() -> None:
     assert ampref.value_table("bf16")[0x3F80] == 1.0
     with pytest.raises(ValueError, match="at most 16 bits, float32 has 32"):
         ampref.value_table("float32")
-    with pytest.raises(ValueError, match="code 300 at flat index 1 does not fit in float8_e4m3fn's 8 bits"):
+    with pytest.raises(ValueError,
+                       match="code 300 at flat index 1 does not fit in float8_e4m3fn's 8 bits"):
         ampref.as_ml_dtype(np.array([1, 300]), "e4m3")
     with pytest.raises(TypeError, match="real numbers or codes .* dtype complex128"):
         assert_bitwise_equal(np.array([1j]), np.array([1j]))
@@ -67,7 +68,8 @@ def test_dot_products_and_bounds_refuse_scalars_and_none(call: object) -> None:
 @pytest.mark.parametrize("model", ["sequential", "exact", "tensorcore:h100", "tensorcore:a100"])
 def test_a_zero_size_matmul_gives_the_addend_under_every_model(model: str) -> None:
     c = np.array([[1.5, -2.0, 0.0], [3.0, 1e-3, 7.0]])
-    d = ampref.matmul(np.zeros((2, 0)), np.zeros((0, 3)), c, input_format="fp16", accumulation=model)
+    d = ampref.matmul(np.zeros((2, 0)), np.zeros((0, 3)), c, input_format="fp16",
+                      accumulation=model)
     assert_bitwise_equal(d, c.astype(np.float32))
 
 
@@ -96,7 +98,8 @@ def test_optimizer_arguments_and_state_are_validated() -> None:
     with pytest.raises(ValueError, match="eps must be a positive finite number, got 0"):
         optim.Adam([p], eps=0)
     opt = optim.SGD([p], lr=0.1)
-    with pytest.raises(ValueError, match=r"has the keys \['lr', 'master', 'state', 'steps'\], got \[\]"):
+    with pytest.raises(ValueError,
+                       match=r"has the keys \['lr', 'master', 'state', 'steps'\], got \[\]"):
         opt.load_state_dict({})
     # a torch user's positional call means the same thing: SGD(params, lr, momentum, dampening)
     sgd = optim.SGD([p], 0.1, 0.9, 0.1)
@@ -105,13 +108,17 @@ def test_optimizer_arguments_and_state_are_validated() -> None:
 
 @pytest.mark.clause("API-ERR-001", "AUT-POL-003")
 @pytest.mark.parametrize("text,err", [
-    ('name = "p"\ndefault_dtype = "float16"\n[ops]\nfp32 = "exp"\n', "category 'fp32' must be a list of op name strings"),
-    ('name = "p"\ndefault_dtype = "float16"\n[ops]\nfp32 = [1, 2]\n', "must be a list of op name strings"),
-    ('name = "p"\ndefault_dtype = 16\n[ops]\nfp32 = ["exp"]\n', "default_dtype must be a format name string"),
+    ('name = "p"\ndefault_dtype = "float16"\n[ops]\nfp32 = "exp"\n', "category 'fp32' must be a "
+                                                                     "list of op name strings"),
+    ('name = "p"\ndefault_dtype = "float16"\n[ops]\nfp32 = [1, 2]\n', "must be a list of op name "
+                                                                      "strings"),
+    ('name = "p"\ndefault_dtype = 16\n[ops]\nfp32 = ["exp"]\n', "default_dtype must be a format "
+                                                                "name string"),
     ('name = "p"\ndefault_dtype = "float16"\n[ops]\nfp32 = ["exp"]\n[banned_advice]\nexp = 3\n',
      r"\[banned_advice\] must map op names to strings"),
 ])
-def test_malformed_policy_files_are_refused_with_the_fault_named(tmp_path: Path, text: str, err: str) -> None:
+def test_malformed_policy_files_are_refused_with_the_fault_named(
+        tmp_path: Path, text: str, err: str) -> None:
     f = tmp_path / "p.toml"
     f.write_text(text)
     with pytest.raises(ValueError, match=err):

@@ -74,7 +74,8 @@ def _midpoints(v: np.ndarray, fmt: Format, dtype: type) -> np.ndarray:
 def oracle_codes(x: np.ndarray, fmt: Format, rnd: str, **kw: object) -> np.ndarray:
     out = []
     for i, v in enumerate(x.reshape(-1)):
-        rb = oracle.sr_bits(kw["seed"], i) if rnd == "stochastic" else None  # type: ignore[arg-type]
+        rb = oracle.sr_bits(kw["seed"],
+                            i) if rnd == "stochastic" else None  # type: ignore[arg-type]
         c = oracle.round_scalar(float(v), fmt, rnd, saturate=bool(kw.get("saturate", False)),
                                 subnormals=bool(kw.get("subnormals", True)), rbits=rb)
         out.append(0 if c is None else c)  # None: NaN into a NaN-less format
@@ -279,7 +280,8 @@ def test_symmetric_modes_commute_with_negation(x: list[float], fmt: Format, rnd:
 
 
 @pytest.mark.clause("FMT-RND-005")
-@given(x=st.lists(float32s, min_size=1, max_size=30), fmt=st.sampled_from([f for f in SMALL if f.has_inf]))
+@given(x=st.lists(float32s, min_size=1, max_size=30),
+       fmt=st.sampled_from([f for f in SMALL if f.has_inf]))
 def test_directed_modes_bracket_the_input(x: list[float], fmt: Format) -> None:
     a = np.array(x, dtype=np.float32)
     lo = ampref.quantize(a, fmt, "toward_negative").astype(np.float64)
@@ -296,7 +298,8 @@ def test_stochastic_rounding_is_a_pure_function_of_seed_and_index() -> None:
     a = ampref.quantize(x, "bf16", "stochastic", seed=42)
     assert_bitwise_equal(a, ampref.quantize(x, "bf16", "stochastic", seed=42))
     # chunking-independent: the tail alone is not the same (indices restart at 0) ...
-    assert not np.array_equal(ampref.quantize(x[50_000:], "bf16", "stochastic", seed=42), a[50_000:])
+    assert not np.array_equal(ampref.quantize(x[50_000:], "bf16", "stochastic", seed=42),
+                              a[50_000:])
     # ... but the words for indices 50000.. equal the tail's words
     assert_bitwise_equal(random_bits(42, 50_000, 10), random_bits(42, 0, 50_010)[50_000:])
     assert not np.array_equal(a, ampref.quantize(x, "bf16", "stochastic", seed=43))
@@ -334,7 +337,8 @@ def test_stochastic_without_a_seed_is_refused() -> None:
     with pytest.raises(ValueError, match=r"\[0, 2\*\*64\)"):
         ampref.quantize(np.ones(3, np.float32), "bf16", "stochastic", seed=-1)
     with pytest.raises(TypeError, match="seed must be an int"):
-        ampref.quantize(np.ones(3, np.float32), "bf16", "stochastic", seed=1.5)  # type: ignore[arg-type]
+        ampref.quantize(np.ones(3, np.float32), "bf16", "stochastic",
+                        seed=1.5)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ specials
@@ -419,7 +423,8 @@ def test_bad_inputs_name_the_value_and_the_choices() -> None:
 
 @pytest.mark.clause("FMT-IMP-001")
 @pytest.mark.parametrize("fmt", ["float16", "bfloat16", "e4m3", "e5m2fnuz", "e3m2"])
-def test_fast_tiers_agree_with_the_general_kernel(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fast_tiers_agree_with_the_general_kernel(fmt: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from ampref import castkernel
 
     rng = np.random.default_rng(9)

@@ -20,7 +20,8 @@ from ampref import certified
 
 def _exact_f32(terms: np.ndarray) -> Any:
     total = sum((Fraction(float(t)) for t in terms), Fraction(0))
-    return np.array(round_scalar(total, ampref.float32, "nearest_even"), np.uint32).view(np.float32)[()]
+    return np.array(round_scalar(total, ampref.float32, "nearest_even"),
+                    np.uint32).view(np.float32)[()]
 
 
 def _data(seed: int, shape: tuple[int, ...], kind: str) -> np.ndarray:
@@ -43,7 +44,8 @@ KINDS = ["plain", "wide", "subnormal", "ints", "bf16", "fp16"]
 @pytest.mark.clause("ENG-MM-001")
 @given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(KINDS),
        m=st.integers(1, 6), k=st.integers(0, 70), n=st.integers(1, 6))
-def test_matmul_equals_the_integer_oracle_bit_for_bit(seed: int, kind: str, m: int, k: int, n: int) -> None:
+def test_matmul_equals_the_integer_oracle_bit_for_bit(seed: int, kind: str, m: int, k: int,
+                                                      n: int) -> None:
     a = _data(seed, (m, k), kind)
     b = _data(seed + 1, (k, n), kind)
     got = certified.matmul_f32(a, b, {"bf16": 8, "fp16": 11}.get(kind, 24))

@@ -131,7 +131,8 @@ def test_float16_elementwise_ops_round_float32_results_once_like_ml_dtypes() -> 
         assert np.array_equal(got.astype(np.float16).view(np.uint16), ref.view(np.uint16)), name
     bf = ampref.tensor(a.astype(np.float32), "bfloat16")
     ref = a.astype(np.float32).astype(ml_dtypes.bfloat16)
-    assert np.array_equal(bf.numpy().astype(ml_dtypes.bfloat16).view(np.uint16), ref.view(np.uint16))
+    assert np.array_equal(bf.numpy().astype(ml_dtypes.bfloat16).view(np.uint16),
+                          ref.view(np.uint16))
 
 
 @pytest.mark.clause("ENG-TEN-001")
@@ -242,7 +243,8 @@ def test_bad_inputs_get_clear_errors() -> None:
         F.layer_norm(ampref.tensor(np.ones((2, 3))), (3,), ampref.tensor(np.ones(4)))
     with pytest.raises(ValueError, match=r"normalized_shape \(4,\) must be the trailing dims"):
         F.layer_norm(ampref.tensor(np.ones((2, 3))), 4)
-    with pytest.raises(ValueError, match=r"layer_norm: eps must be a finite number >= 0, got -1e-05"):
+    with pytest.raises(ValueError,
+                       match=r"layer_norm: eps must be a finite number >= 0, got -1e-05"):
         F.layer_norm(ampref.tensor(np.ones((2, 3))), 3, eps=-1e-5)
     with pytest.raises(ValueError, match=r"dim 2 is out of range"):
         F.transpose(ampref.tensor(np.ones((2, 3))), 0, 2)
@@ -306,9 +308,11 @@ def test_softmax_follows_its_written_steps_with_an_exact_sum() -> None:
     for r in range(6):
         e = np.exp(x[r].astype(np.float64) - x[r].max()).astype(np.float32)
         code = round_scalar(sum(Fraction(float(v)) for v in e), ampref.float32, "nearest_even")
-        s = np.array(code, np.uint32).view(np.float32)  # exact sum rounded once by the rational oracle
+        s = np.array(code,
+                     np.uint32).view(np.float32)  # exact sum rounded once by the rational oracle
         want = e / s
-        assert np.array_equal(got[r].view(np.uint32), want.view(np.uint32)), f"row {r}: {_hex(got[r])}"
+        assert np.array_equal(got[r].view(np.uint32),
+                              want.view(np.uint32)), f"row {r}: {_hex(got[r])}"
 
 
 @pytest.mark.clause("ENG-NRM-001")
@@ -326,7 +330,8 @@ def test_conv2d_outputs_are_exact_dot_products_rounded_once() -> None:
     x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     b = rng.standard_normal(4).astype(np.float32)
-    got = F.conv2d(ampref.tensor(x), ampref.tensor(w), ampref.tensor(b), stride=2, padding=1).numpy()
+    got = F.conv2d(ampref.tensor(x), ampref.tensor(w), ampref.tensor(b), stride=2,
+                   padding=1).numpy()
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
     for n, o, i, j in np.ndindex(*got.shape):
         patch = xp[n, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].reshape(-1)

@@ -125,7 +125,8 @@ def test_o2_low_precision_weights_keep_float32_masters() -> None:
 
     lr = np.float32(1e-4)  # d(sum)/dw = 1 for every weight: three float32 subtractions of lr
     assert_bitwise_equal(master, ((w32 - lr) - lr) - lr)
-    assert_bitwise_equal(model.weight.numpy(), master.astype(np.float16).astype(np.float32))  # NumPy's cast
+    assert_bitwise_equal(model.weight.numpy(),
+                         master.astype(np.float16).astype(np.float32))  # NumPy's cast
 
 
 @pytest.mark.clause("ENG-OPT-003")

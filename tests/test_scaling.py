@@ -85,7 +85,8 @@ def test_deepspeed_default_hysteresis_refills_only_at_growth() -> None:
 
 @pytest.mark.clause("SCL-PRF-007", "SCL-HYS-002")
 def test_deepspeed_consecutive_hysteresis_refills_on_any_clean_step() -> None:
-    out = run("deepspeed-consecutive", "xxx.x.x", init_scale=16.0, growth_interval=3, min_scale=0.25)
+    out = run("deepspeed-consecutive", "xxx.x.x", init_scale=16.0, growth_interval=3,
+              min_scale=0.25)
     assert [s for s, _ in out] == [16, 8, 4, 4, 4, 4, 4]
 
 
@@ -113,7 +114,8 @@ def test_scale_arithmetic_rounds_as_each_framework_does() -> None:
     # torch: float32(float64(s) * f); an fp32 multiply differs for this pair
     s, f = np.float32(1.1), 1.3
     torch_way = float(np.float32(np.float64(s) * np.float64(f)))
-    assert run("torch", ".", init_scale=float(s), growth_factor=f, growth_interval=1)[0][0] == torch_way
+    assert run("torch", ".", init_scale=float(s), growth_factor=f,
+               growth_interval=1)[0][0] == torch_way
     # jmp backs off by dividing by the growth factor, not multiplying by its inverse
     out = run("jmp", "x", init_scale=10.0, growth_factor=3.0, min_scale=1e-9)
     assert out[0][0] == float(np.float32(10.0) / np.float32(3.0))
@@ -199,7 +201,8 @@ def test_misuse_is_refused_as_torch_does() -> None:
     with pytest.raises(RuntimeError, match="No inf checks were recorded prior to update"):
         s.update()
     s.unscale([np.ones(2, np.float32)])
-    with pytest.raises(RuntimeError, match="unscale\\(\\) has already been called for optimizer 'default'"):
+    with pytest.raises(RuntimeError,
+                       match="unscale\\(\\) has already been called for optimizer 'default'"):
         s.unscale([np.ones(2, np.float32)])
     with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
         s.unscale([np.ones(2, np.float16)], optimizer="other")
@@ -260,17 +263,21 @@ def test_torch_state_dict_has_exactly_gradscalers_five_keys() -> None:
 
 @pytest.mark.clause("SCL-PRF-000")
 def test_profiles_and_parameters_are_validated_with_the_allowed_values() -> None:
-    with pytest.raises(ValueError, match="unknown loss-scale profile 'fairseq'; choose one of torch"):
+    with pytest.raises(ValueError,
+                       match="unknown loss-scale profile 'fairseq'; choose one of torch"):
         LossScaler.from_profile("fairseq")
-    with pytest.raises(ValueError, match="profile 'apex' fixes the factors.*cannot override growth_factor"):
+    with pytest.raises(ValueError,
+                       match="profile 'apex' fixes the factors.*cannot override growth_factor"):
         LossScaler.from_profile("apex", growth_factor=3.0)
     with pytest.raises(ValueError, match="profile 'torch' has no hysteresis"):
         LossScaler.from_profile("torch", hysteresis=2)
     with pytest.raises(ValueError, match="unknown override 'scale_window'"):
         LossScaler.from_profile("deepspeed", scale_window=5)
-    with pytest.raises(ValueError, match=r"growth_factor must satisfy 1.0 < growth_factor.*got 1.0"):
+    with pytest.raises(ValueError,
+                       match=r"growth_factor must satisfy 1.0 < growth_factor.*got 1.0"):
         LossScaler(growth_factor=1.0)
-    with pytest.raises(ValueError, match=r"backoff_factor must satisfy 0.0 < backoff_factor < 1.0.*got 1.5"):
+    with pytest.raises(ValueError,
+                       match=r"backoff_factor must satisfy 0.0 < backoff_factor < 1.0.*got 1.5"):
         LossScaler(backoff_factor=1.5)
     with pytest.raises(ValueError, match="growth_interval must be a positive int.*got 0"):
         LossScaler.from_profile("torch", growth_interval=0)
@@ -284,7 +291,8 @@ def test_audit_log_exports_atomically_and_reports_skipped_steps(tmp_path: Path) 
     for f in "..xx.x..":
         s.update(f == "x")
     log = s.audit_log()
-    assert [e["action"] for e in log] == ["hold", "grow", "backoff", "backoff", "hold", "backoff", "hold", "grow"]
+    assert [e["action"] for e in log] == ["hold", "grow", "backoff", "backoff", "hold", "backoff",
+                                          "hold", "grow"]
     assert s.skipped_steps() == [3, 4, 6]
     assert "3 skipped (steps 3-4, 6)" in s.report()
     s.export_audit(tmp_path / "audit.csv")
@@ -342,7 +350,8 @@ def test_transition_is_pure() -> None:
     ("last_overflow", 99, "last_overflow must lie in"),
     ("hysteresis_tracker", 5, "exceeds the configured hysteresis"),
 ])
-def test_loading_refuses_unreachable_states_as_construction_does(field: str, value: object, err: str) -> None:
+def test_loading_refuses_unreachable_states_as_construction_does(
+        field: str, value: object, err: str) -> None:
     s = LossScaler.from_profile("torch")
     sd = s.state_dict(full=True)
     sd["state"][field] = value

@@ -43,7 +43,8 @@ def test_model_reproduces_every_row_of_every_gpu_dump(key: str) -> None:
 
 
 @pytest.mark.clause("ACC-TC-001")
-@pytest.mark.parametrize("key", [k for k in EXPERIMENTS if k.endswith("fp32") and "E" not in k.split("_")[1][:1]])
+@pytest.mark.parametrize("key",
+                         [k for k in EXPERIMENTS if k.endswith("fp32") and "E" not in k.split("_")[1][:1]])
 def test_an_exact_sum_rounded_once_disagrees_with_the_gpu_on_many_rows(key: str) -> None:
     g, fin, fout, a, b, c, d = load(key)
     exact = ampref.accumulation.dot(a, b, c, accumulation="exact", input_format=fin)
@@ -69,7 +70,8 @@ def test_the_dumps_pin_the_parameters_one_bit_or_half_a_block_off_fails(key: str
 def test_b200_fp8_needs_the_late_addend_the_published_in_block_addend_fails(key: str) -> None:
     g, fin, fout, a, b, c, d = load(key)
     gpu = tc.get_gpu("b200")
-    published = replace(gpu, paths={**gpu.paths, "fp8": replace(gpu.paths["fp8"], late_addend=False)})
+    published = replace(gpu,
+                        paths={**gpu.paths, "fp8": replace(gpu.paths["fp8"], late_addend=False)})
     got = tc.dot(a, b, c, gpu=published, input_format=fin)
     assert 1500 < int((got.view(np.uint32) != d.view(np.uint32)).sum()) < 2100
     # and the "exact sum rounded once" explanation fails on E5M2 row 3935
@@ -103,7 +105,8 @@ def test_specials_propagate_and_nan_is_canonical() -> None:
 @pytest.mark.clause("ACC-API-001")
 def test_unrepresentable_inputs_are_named_unless_quantizing_is_asked_for() -> None:
     a = np.array([[1.0, 1 + 2**-12]])
-    with pytest.raises(ValueError, match=r"a\[0, 1\] = 1\.000244140625 is not representable in float16"):
+    with pytest.raises(ValueError,
+                       match=r"a\[0, 1\] = 1\.000244140625 is not representable in float16"):
         tc.dot(a, a, gpu="h100", input_format="fp16")
     got = tc.dot(a, a, gpu="h100", input_format="fp16", quantize_inputs=True)
     assert got[0] == 2.0
@@ -122,4 +125,5 @@ def test_bad_gpu_format_combinations_list_the_choices() -> None:
     with pytest.raises(ValueError, match="tensor cores take fp16, bf16, tf32, e4m3 or e5m2"):
         tc.dot(np.ones((1, 4)), np.ones((1, 4)), gpu="h100", input_format="e2m1")
     with pytest.raises(ValueError, match="fp16 output is modelled for fp16 inputs only"):
-        tc.dot(np.ones((1, 4)), np.ones((1, 4)), gpu="h100", input_format="bf16", output_format="fp16")
+        tc.dot(np.ones((1, 4)), np.ones((1, 4)), gpu="h100", input_format="bf16",
+               output_format="fp16")

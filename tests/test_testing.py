@@ -47,7 +47,8 @@ def test_hard_cases_reach_midpoints_specials_and_nan_payloads() -> None:
 def test_bitwise_assertion_reports_hex_of_first_difference() -> None:
     a = np.array([1.0, 0.0, 2.0], np.float32)
     b = np.array([1.0, -0.0, 2.0], np.float32)
-    with pytest.raises(AssertionError, match=r"1 of 3 elements differ bitwise:\n  \[1\] actual 0x00000000 .* desired 0x80000000"):
+    with pytest.raises(AssertionError,
+                       match=r"1 of 3 elements differ bitwise:\n  \[1\] actual 0x00000000 .* desired 0x80000000"):
         assert_bitwise_equal(a, b)
     with pytest.raises(AssertionError, match="dtype/shape differ"):
         assert_bitwise_equal(a, b.astype(np.float64))
@@ -66,7 +67,8 @@ def test_ulp_distance_counts_steps_on_the_format_grid() -> None:
         [-(127 * 128 + 1), 0, 0, 127 * 128, 127 * 128 + 1]
     assert_within_ulps(np.array([nxt], np.float32), np.array([one], np.float32), 1, "bf16")
     with pytest.raises(AssertionError, match="distance 2 ulps"):
-        assert_within_ulps(np.array([1.0 + 2**-6], np.float32), np.array([one], np.float32), 1, "bf16")
+        assert_within_ulps(np.array([1.0 + 2**-6], np.float32), np.array([one], np.float32), 1,
+                           "bf16")
     with pytest.raises(ValueError, match="not representable in bfloat16"):
         ordinal(np.array([1.0 + 2**-10], np.float32), "bf16")
     x = np.array([1.0], np.float64)

@@ -62,7 +62,8 @@ def _actual() -> tuple[set[tuple[str, str, str]], list[str]]:
         if theirs is None:
             found.add((label, "ampref-only", "-"))
             continue
-        d, e = differences(label, ampref_params(ours), torch_params(theirs, name, tensor_method=method))
+        d, e = differences(label, ampref_params(ours),
+                           torch_params(theirs, name, tensor_method=method))
         found |= d
         errors += e
     return found, errors
@@ -90,5 +91,6 @@ def test_the_comparison_catches_a_swapped_positional_order() -> None:
     def old_sgd(params: Any, lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
         """stand-in"""
 
-    _, errors = differences("optim.SGD", ampref_params(old_sgd), torch_params(torch.optim.SGD, "SGD"))
+    _, errors = differences("optim.SGD", ampref_params(old_sgd),
+                            torch_params(torch.optim.SGD, "SGD"))
     assert errors and "not a prefix" in errors[0]

@@ -12,7 +12,8 @@ ROOT = Path(__file__).parents[1]
 
 
 def _trace() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ampref_trace_script", ROOT / "scripts" / "trace.py")
+    spec = importlib.util.spec_from_file_location("ampref_trace_script",
+                                                  ROOT / "scripts" / "trace.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

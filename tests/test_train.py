@@ -40,19 +40,22 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]
 
 
 @pytest.mark.clause("TRN-CMP-001", "TRN-DAT-001")
-def test_compare_writes_one_object_per_mode_with_the_required_fields(compared: tuple[Path, list[dict]]) -> None:
+def test_compare_writes_one_object_per_mode_with_the_required_fields(
+        compared: tuple[Path, list[dict]]) -> None:
     out, rows = compared
     data = json.loads((out / "compare.json").read_text())
     assert [r["mode"] for r in data] == ["fp32", "amp-fp16", "fp16-noscale"]
     for r in data:
-        for key in ("final_loss", "skipped_steps", "final_scale", "underflow_fraction", "steps_per_s"):
+        for key in ("final_loss", "skipped_steps", "final_scale", "underflow_fraction",
+                    "steps_per_s"):
             assert key in r
     assert data[0]["underflow_fraction"] == 0.0  # no low-precision gradients in fp32
     assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.clause("TRN-CMP-001")
-def test_amp_fp16_final_loss_matches_fp32_within_the_rounding_tolerance(compared: tuple[Path, list[dict]]) -> None:
+def test_amp_fp16_final_loss_matches_fp32_within_the_rounding_tolerance(
+        compared: tuple[Path, list[dict]]) -> None:
     # Tolerance: 3% of the fp32 loss. Training lowers the loss by more than 25% over these
     # 60 steps (asserted), so a 3% band separates "tracks fp32" from "trains differently";
     # measured differences are about 0.1-0.5%, the size of fp16 rounding of activations.
@@ -81,7 +84,8 @@ def test_report_files_exist_and_pngs_are_valid_images(compared: tuple[Path, list
 
 @pytest.mark.parametrize("cut", [3, 5, 8])
 @pytest.mark.clause("TRN-RES-001", "TRN-DAT-001")
-def test_resume_from_a_checkpoint_equals_the_uninterrupted_run_bit_for_bit(tmp_path: Path, cut: int) -> None:
+def test_resume_from_a_checkpoint_equals_the_uninterrupted_run_bit_for_bit(
+        tmp_path: Path, cut: int) -> None:
     cfg = replace(SMALL, precision="amp-fp16")
     train(cfg, tmp_path / "full", progress=False, report=False)
     train(cfg, tmp_path / "cut", progress=False, report=False, stop_after=cut)
@@ -156,7 +160,8 @@ def test_a_fresh_run_removes_stale_temporary_files_and_another_runs_checkpoints(
 
 @pytest.mark.clause("TRN-RES-002", "SCL-STA-003")
 @pytest.mark.parametrize("profile", [*PROFILES, "static"])
-def test_a_resumed_runs_audit_log_and_weights_equal_the_unbroken_runs(tmp_path: Path, profile: str) -> None:
+def test_a_resumed_runs_audit_log_and_weights_equal_the_unbroken_runs(
+        tmp_path: Path, profile: str) -> None:
     # init_scale 2^24 forces overflows early so the log has backoffs, skips and growth
     mode = "fp16-static" if profile == "static" else "amp-fp16"
     cfg = replace(SMALL, precision=mode, steps=12, profile="torch" if profile == "static" else profile,
@@ -173,7 +178,8 @@ def test_a_resumed_runs_audit_log_and_weights_equal_the_unbroken_runs(tmp_path: 
 
 
 @pytest.mark.clause("TRN-CKP-001")
-def test_a_failed_checkpoint_write_keeps_the_previous_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_checkpoint_write_keeps_the_previous_file(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = replace(SMALL, precision="fp32", steps=6)
     corpus = Corpus(load_corpus(None), cfg.context)
     run = Run(cfg, corpus)
@@ -195,7 +201,8 @@ def test_a_failed_checkpoint_write_keeps_the_previous_file(tmp_path: Path, monke
 
 
 @pytest.mark.clause("TRN-INJ-001")
-def test_injected_nonfinite_steps_are_exactly_the_skipped_steps_and_change_nothing(tmp_path: Path) -> None:
+def test_injected_nonfinite_steps_are_exactly_the_skipped_steps_and_change_nothing(
+        tmp_path: Path) -> None:
     cfg = replace(SMALL, precision="fp16-static", steps=15, inject_nonfinite=0.25)
     s = train(cfg, tmp_path / "inj", progress=False, report=False)
     assert s["injected"] and s["skipped"] == s["injected"]
@@ -244,9 +251,12 @@ def test_bad_input_gives_one_clear_line_not_a_traceback(args: list[str], msg: st
 @pytest.mark.parametrize("args,msg", [
     (["--precision", "fp32", "--out", ""], "--out must name an output folder"),
     (["--compare", "fp32,fp32"], "lists fp32 more than once"),
-    (["--precision", "fp32", "--profile", "deepspeed"], "--profile deepspeed sets the dynamic loss scaler"),
-    (["--precision", "amp-fp16", "--static-scale", "8"], "--static-scale sets the scale of fp16-static"),
-    (["--precision", "fp16-static", "--static-scale", "1e39"], "--static-scale must be a positive float32"),
+    (["--precision", "fp32", "--profile", "deepspeed"], "--profile deepspeed sets the dynamic loss "
+                                                        "scaler"),
+    (["--precision", "amp-fp16", "--static-scale", "8"], "--static-scale sets the scale of "
+                                                         "fp16-static"),
+    (["--precision", "fp16-static", "--static-scale", "1e39"], "--static-scale must be a positive "
+                                                               "float32"),
     (["--precision", "fp32", "--batch", "100000000"], "would need about"),
     (["--precision", "fp32", "--width", "1000000", "--heads", "1"], "would need about"),
     (["--precision", "fp32", "--steps", "x"], "invalid int value"),
@@ -267,7 +277,8 @@ def test_resume_without_a_run_refuses_before_creating_folders(tmp_path: Path) ->
 
 
 @pytest.mark.clause("TRN-RES-001")
-def test_resume_needs_only_out_because_the_checkpoint_stores_the_configuration(tmp_path: Path) -> None:
+def test_resume_needs_only_out_because_the_checkpoint_stores_the_configuration(
+        tmp_path: Path) -> None:
     base = ["--precision", "amp-fp16", "--profile", "deepspeed", "--steps", "6", "--batch", "8",
             "--context", "16", "--width", "32", "--heads", "2", "--checkpoint-every", "3",
             "--no-report", "--quiet"]

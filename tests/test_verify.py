@@ -50,7 +50,8 @@ def test_strided_certificate_passes_for_every_mode(fmt: str) -> None:
 
 @pytest.mark.clause("FMT-VER-001")
 def test_certificate_covers_flags_and_reports_the_peer() -> None:
-    res = verify_block(0x30000000, 0x30000000 + 100_000, 1, "float16", "nearest_even", False, True, 0)
+    res = verify_block(0x30000000, 0x30000000 + 100_000, 1, "float16", "nearest_even", False, True,
+                       0)
     assert res.ok and res.peer == "numpy" and res.peer_checked == 100_000
     for sat, sub in ((True, True), (False, False)):
         assert verify_block(0x7F000000, 0x7F000000 + 50_000, 1, "e4m3", "toward_positive",
@@ -71,7 +72,8 @@ def test_cli_rejects_unknown_format_in_one_line(capsys: pytest.CaptureFixture[st
 
 
 @pytest.mark.clause("FMT-VER-001")
-def test_cli_bounds_the_worker_count_instead_of_starting_thousands(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_bounds_the_worker_count_instead_of_starting_thousands(
+        capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", "--workers", "100000", "--stride", "1000003", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "workers must be an int in [1, " in err and err.count("\n") == 1

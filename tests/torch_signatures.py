@@ -113,7 +113,8 @@ def _literal(text: str) -> Any:
         return text
 
 
-def differences(label: str, ours: list[Param], theirs: list[Param]) -> tuple[set[tuple[str, str, str]], list[str]]:
+def differences(label: str, ours: list[Param],
+                theirs: list[Param]) -> tuple[set[tuple[str, str, str]], list[str]]:
     """(documentable differences, violations of the hard rules)."""
     diffs: set[tuple[str, str, str]] = set()
     errors: list[str] = []

@@ -17,9 +17,8 @@ from ..formats import Format, get_format
 from ..tensor import Node, Tensor, is_grad_enabled, storage_dtype
 
 __all__ = ["F32", "F64", "SCALAR_TYPES", "autocast_args", "autocast_inputs", "backend_of",
-           "check_flag",
-           "check_tensor", "dims_of", "dtype_of", "expand_grad", "is_wide", "make", "nested_ops", "promote",
-           "shape_of", "sum_to", "to_format", "wide_math"]
+           "check_flag", "check_tensor", "dims_of", "dtype_of", "expand_grad", "is_wide", "make",
+           "nested_ops", "promote", "shape_of", "sum_to", "to_format", "wide_math"]
 
 F32 = get_format("float32")
 F64 = get_format("float64")
@@ -109,7 +108,8 @@ def dims_of(x: Tensor, dim: Any) -> tuple[int, ...]:
     return tuple(int(ax) % max(x.ndim, 1) for ax in axs)
 
 
-def expand_grad(xp: Any, g: Any, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> Any:
+def expand_grad(xp: Any, g: Any, shape: tuple[int, ...], axes: tuple[int, ...],
+                keepdims: bool) -> Any:
     if not keepdims:
         for ax in sorted(axes):
             g = xp.expand_dims(g, ax)

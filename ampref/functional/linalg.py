@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor, round_to
-from .core import autocast_args, autocast_inputs, backend_of, check_tensor, make, promote, sum_to, to_format
+from .core import (autocast_args, autocast_inputs, backend_of, check_tensor, make, promote,
+                   sum_to, to_format)
 from .shapes import reshape
 
 __all__ = ["conv2d", "linear", "matmul"]
@@ -112,7 +113,8 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
     be, fmt, ins, x, weight, bias = _weighted_inputs("conv2d", input, weight, bias)
     (sh, sw), (ph, pw) = _pair(stride, "stride"), _pair(padding, "padding")
     if x.ndim != 4 or weight.ndim != 4 or x.shape[1] != weight.shape[1]:
-        raise ValueError(f"conv2d needs input (N, C, H, W) and weight (Cout, C, kh, kw) with equal C, "
+        raise ValueError("conv2d needs input (N, C, H, W) and weight (Cout, C, kh, kw) with "
+                         "equal C, "
                          f"got {x.shape} and {weight.shape}")
     if min(sh, sw) < 1 or min(ph, pw) < 0:
         raise ValueError(f"conv2d stride must be >= 1 and padding >= 0, got {(sh, sw)} and "
@@ -142,7 +144,8 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
         gpad = xp.zeros(xpad.shape, dtype=xp.float64)
         for i in range(kh):  # fixed order: kernel row, then column
             for j in range(kw):
-                gpad[:, :, i:i + sh * Ho:sh, j:j + sw * Wo:sw] += gcols[:, :, :, :, i, j].transpose(0, 3, 1, 2)
+                part = gcols[:, :, :, :, i, j].transpose(0, 3, 1, 2)
+                gpad[:, :, i:i + sh * Ho:sh, j:j + sw * Wo:sw] += part
         gx = gpad[:, :, ph:ph + H, pw:pw + W]
         res: list[Any] = [gx, gw]
         if bias is not None:

@@ -31,7 +31,8 @@ def nll_loss(input: Tensor, target: Any) -> Tensor:
         raise ValueError(f"nll_loss needs (N, C) log-probabilities and N integer targets, got "
                          f"{logp.shape} and {t.shape} ({t.dtype})")
     if t.size and (int(t.min()) < 0 or int(t.max()) >= logp.shape[1]):
-        raise ValueError(f"targets must lie in [0, {logp.shape[1]}), got range [{int(t.min())}, {int(t.max())}]")
+        raise ValueError(f"targets must lie in [0, {logp.shape[1]}), got range [{int(t.min())}, "
+                         f"{int(t.max())}]")
     N = logp.shape[0]
     rows = be.xp.arange(N)
     picked = logp.data[rows, t]

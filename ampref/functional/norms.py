@@ -13,8 +13,8 @@ import numpy as np
 
 from ..formats import Format, get_format
 from ..tensor import Tensor, round_to
-from .core import (F32, F64, autocast_args, autocast_inputs, check_tensor, dims_of, dtype_of, is_wide, make,
-                   wide_math)
+from .core import (F32, F64, autocast_args, autocast_inputs, check_tensor, dims_of, dtype_of,
+                   is_wide, make, wide_math)
 
 __all__ = ["layer_norm", "log_softmax", "rms_norm", "softmax"]
 
@@ -63,7 +63,8 @@ def log_softmax(input: Tensor, dim: int, *, dtype: str | Format | None = None) -
     """
     x, fmt, cf, axis, m, _e, s = _shifted_exp("log_softmax", input, dim, dtype)
     be = x.backend
-    out = round_to(be, wide_math(be, cf, lambda xp, v, mm, ss: (v - mm) - xp.log(ss), x.data, m, s), fmt)
+    out = round_to(be, wide_math(be, cf, lambda xp, v, mm, ss: (v - mm) - xp.log(ss), x.data, m, s),
+                   fmt)
 
     def bwd(g: Any) -> tuple[Any]:
         p = wide_math(be, cf, lambda xp, v: xp.exp(v), out)

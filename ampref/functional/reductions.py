@@ -31,7 +31,8 @@ def sum(input: Tensor, dim: Any = None, keepdim: bool = False, *,
     _, forced, _ = autocast_inputs("sum", [x])
     fmt = get_format(dtype) if dtype is not None else (forced or x.format)
     be, axes = x.backend, dims_of(x, dim)
-    out = round_to(be, be.sum(x.data.astype(dtype_of(fmt)) if is_wide(fmt) else x.data, axes, keepdims), fmt)
+    src = x.data.astype(dtype_of(fmt)) if is_wide(fmt) else x.data
+    out = round_to(be, be.sum(src, axes, keepdims), fmt)
 
     def bwd(g: Any) -> tuple[Any]:
         return (expand_grad(be.xp, g, x.shape, axes, keepdims),)

@@ -158,11 +158,13 @@ class Module:
         own = dict(self.named_parameters())
         missing, extra = sorted(set(own) - set(sd)), sorted(set(sd) - set(own))
         if missing or extra:
-            raise ValueError(f"state_dict mismatch: missing {missing or 'none'}, unexpected {extra or 'none'}")
+            raise ValueError(f"state_dict mismatch: missing {missing or 'none'}, unexpected "
+                             f"{extra or 'none'}")
         for name, p in own.items():
             v = np.asarray(sd[name])
             if v.shape != p.shape:
-                raise ValueError(f"state_dict entry {name!r} has shape {v.shape}, parameter has {p.shape}")
+                raise ValueError(f"state_dict entry {name!r} has shape {v.shape}, parameter has "
+                                 f"{p.shape}")
             p.data = tensor(v, p.format, backend=p.backend).data
 
 
@@ -172,7 +174,8 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *, seed: Seed = 0,
                  accumulation: str = "exact", backend: str = "numpy") -> None:
         super().__init__()
-        in_features, out_features = _size("in_features", in_features), _size("out_features", out_features)
+        in_features = _size("in_features", in_features)
+        out_features = _size("out_features", out_features)
         g, k = _gen(seed), 1.0 / math.sqrt(in_features)
         self.weight = Parameter(g.uniform((out_features, in_features), -k, k), backend=backend)
         self.bias = Parameter(g.uniform((out_features,), -k, k), backend=backend) if bias else None
@@ -190,13 +193,15 @@ class Conv2d(Module):
                  bias: bool = True, seed: Seed = 0, accumulation: str = "exact",
                  backend: str = "numpy") -> None:
         super().__init__()
-        in_channels, out_channels = _size("in_channels", in_channels), _size("out_channels", out_channels)
+        in_channels = _size("in_channels", in_channels)
+        out_channels = _size("out_channels", out_channels)
         ks = _shape("kernel_size", kernel_size)
         if len(ks) not in (1, 2):
             raise ValueError(f"kernel_size must be an int or a pair of ints, got {kernel_size!r}")
         kh, kw = (ks[0], ks[0]) if len(ks) == 1 else ks
         g, k = _gen(seed), 1.0 / math.sqrt(in_channels * kh * kw)
-        self.weight = Parameter(g.uniform((out_channels, in_channels, kh, kw), -k, k), backend=backend)
+        self.weight = Parameter(g.uniform((out_channels, in_channels, kh, kw), -k, k),
+                                backend=backend)
         self.bias = Parameter(g.uniform((out_channels,), -k, k), backend=backend) if bias else None
         self.stride, self.padding, self.accumulation = stride, padding, accumulation
 
@@ -213,7 +218,8 @@ class LayerNorm(Module):
                  backend: str = "numpy") -> None:
         super().__init__()
         self.normalized_shape = _shape("normalized_shape", normalized_shape)
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (math.isfinite(eps) and eps >= 0):
+        bad = isinstance(eps, bool) or not isinstance(eps, (int, float))
+        if bad or not (math.isfinite(eps) and eps >= 0):
             raise ValueError(f"LayerNorm eps must be a finite number >= 0, got {eps!r}")
         self.eps = float(eps)
         self.weight = Parameter(np.ones(self.normalized_shape, np.float32), backend=backend) \
