@@ -35,8 +35,8 @@ def host_part(n: int, repeat: int) -> None:
     x = (np.random.default_rng(0).standard_normal(n) * 100).astype(np.float32)
     print(f"host build of the device kernel, {n:,} float32 elements, "
           f"{platform.processor() or platform.machine()}")
-    print(f"{'format':<16}{'kernel Melem/s':>16}{'ampref Melem/s':>16}{'NumPy/ml_dtypes Melem/s':>25}"
-          f"{'kernel/ampref':>15}{'kernel/peer':>13}")
+    print(f"{'format':<16}{'kernel Melem/s':>16}{'ampref Melem/s':>16}"
+          f"{'NumPy/ml_dtypes Melem/s':>25}{'kernel/ampref':>15}{'kernel/peer':>13}")
     for name in ("float16", "bfloat16", "float8_e4m3fn"):
         p = kernelsrc.format_params(name)
         tk = best_time(lambda: k.quantize(x, p, 0, False, True, 0, 0), repeat)
@@ -73,8 +73,9 @@ def device_part(n: int, repeat: int) -> None:
     print(f"\n{name}: quantize float16 {n / tq / 1e9:.2f} Gelem/s, cupy astype(float16) "
           f"{n / tc / 1e9:.2f} Gelem/s, ratio {tc / tq:.2f}")
     for M in (1024, 4096):
-        a = be.quantize(cp.asarray(np.random.default_rng(1).standard_normal((M, M)).astype(np.float32)), "fp16")
-        b = be.quantize(cp.asarray(np.random.default_rng(2).standard_normal((M, M)).astype(np.float32)), "fp16")
+        a32, b32 = (np.random.default_rng(s).standard_normal((M, M)).astype(np.float32)
+                    for s in (1, 2))
+        a, b = be.quantize(cp.asarray(a32), "fp16"), be.quantize(cp.asarray(b32), "fp16")
         a16, b16 = a.astype(cp.float16), b.astype(cp.float16)
         flop = 2 * M**3
         t_ref = timed(lambda: cp.matmul(a16, b16))
@@ -82,10 +83,11 @@ def device_part(n: int, repeat: int) -> None:
         t_mma = timed(lambda: be.matmul(a, b, "tensorcore:h100", "float16"))
         t_f32 = timed(lambda: cp.matmul(a, b))
         t_exact = timed(lambda: be.matmul(a, b, "exact", "float16"))
-        print(f"{M}^3: cupy fp16 {flop / t_ref / 1e12:.1f} TFLOP/s | gemmEx {flop / t_gemm / 1e12:.1f} "
-              f"({t_ref / t_gemm:.2f}x) | chain kernel {flop / t_mma / 1e12:.2f} "
-              f"({t_ref / t_mma:.3f}x) | "
-              f"cupy fp32 {flop / t_f32 / 1e12:.1f} | exact {flop / t_exact / 1e12:.2f} ({t_f32 / t_exact:.3f}x fp32)")
+        print(f"{M}^3: cupy fp16 {flop / t_ref / 1e12:.1f} TFLOP/s "
+              f"| gemmEx {flop / t_gemm / 1e12:.1f} ({t_ref / t_gemm:.2f}x) "
+              f"| chain kernel {flop / t_mma / 1e12:.2f} ({t_ref / t_mma:.3f}x) "
+              f"| cupy fp32 {flop / t_f32 / 1e12:.1f} "
+              f"| exact {flop / t_exact / 1e12:.2f} ({t_f32 / t_exact:.3f}x fp32)")
 
 
 def main() -> None:

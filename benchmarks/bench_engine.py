@@ -40,8 +40,9 @@ def ampref_mlp(amp: bool):  # type: ignore[no-untyped-def]
 def ampref_transformer(amp: bool):  # type: ignore[no-untyped-def]
     g = Generator(0)
     ids = g.integers(65, (8, 65))
-    emb, block, head = nn.Embedding(65, 128, std=0.02, seed=1), nn.TransformerBlock(128, 4, seed=2), \
-        nn.Linear(128, 65, seed=3)
+    emb = nn.Embedding(65, 128, std=0.02, seed=1)
+    block = nn.TransformerBlock(128, 4, seed=2)
+    head = nn.Linear(128, 65, seed=3)
     opt = optim.AdamW(emb.parameters() + block.parameters() + head.parameters(), lr=1e-3)
 
     def step() -> None:
@@ -65,7 +66,8 @@ def torch_steps(amp: bool):  # type: ignore[no-untyped-def]
     class Block(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.emb, self.ln1, self.ln2 = torch.nn.Embedding(65, 128), torch.nn.LayerNorm(128), torch.nn.LayerNorm(128)
+            self.emb = torch.nn.Embedding(65, 128)
+            self.ln1, self.ln2 = torch.nn.LayerNorm(128), torch.nn.LayerNorm(128)
             self.qkv, self.proj = torch.nn.Linear(128, 384), torch.nn.Linear(128, 128)
             self.mlp = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.GELU(),
                                            torch.nn.Linear(512, 128))
@@ -75,8 +77,8 @@ def torch_steps(amp: bool):  # type: ignore[no-untyped-def]
             x = self.emb(i)
             B, T, D = x.shape
             q, k, v = self.qkv(self.ln1(x)).reshape(B, T, 3, 4, D // 4).unbind(2)
-            o = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                                                 v.transpose(1, 2), is_causal=True)
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.proj(o.transpose(1, 2).reshape(B, T, D))
             return self.head(x + self.mlp(self.ln2(x)))
 

@@ -25,8 +25,8 @@ def load_hex_rows(path: Path) -> np.ndarray:
 
 
 def load_bin(path: Path) -> np.ndarray:
-    return np.array([int(line.strip(), 2) for line in path.read_text().splitlines() if line.strip()],
-                    dtype=np.uint32)
+    lines = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    return np.array([int(line, 2) for line in lines], dtype=np.uint32)
 
 
 def main() -> None:

@@ -39,7 +39,8 @@ def cases() -> dict[str, tuple[int, object]]:
         "matmul": (2, lambda a, b: a @ b.T), "linear": (2, lambda a, w: F.linear(a, w)),
         "exp": (1, torch.exp), "log": (1, torch.log), "tanh": (1, torch.tanh),
         "sigmoid": (1, torch.sigmoid), "relu": (1, F.relu), "gelu": (1, F.gelu),
-        "softmax": (1, lambda a: F.softmax(a, -1)), "log_softmax": (1, lambda a: F.log_softmax(a, -1)),
+        "softmax": (1, lambda a: F.softmax(a, -1)),
+        "log_softmax": (1, lambda a: F.log_softmax(a, -1)),
         "layer_norm": (1, lambda a: F.layer_norm(a, a.shape[-1:])),
         "rms_norm": (1, lambda a: F.rms_norm(a, a.shape[-1:])),
         "sum": (1, torch.sum), "mean": (1, torch.mean), "reshape": (1, lambda a: a.reshape(-1)),
@@ -50,7 +51,8 @@ def cases() -> dict[str, tuple[int, object]]:
         "cross_entropy": (1, lambda a: F.cross_entropy(a, tgt)),
         "nll_loss": (1, lambda a: F.nll_loss(a, tgt)),
         "mse_loss": (2, F.mse_loss),
-        "binary_cross_entropy": (2, lambda p, y: F.binary_cross_entropy(torch.sigmoid(p), torch.sigmoid(y))),
+        "binary_cross_entropy": (
+            2, lambda p, y: F.binary_cross_entropy(torch.sigmoid(p), torch.sigmoid(y))),
         "conv2d": (2, lambda x, w: F.conv2d(x[None, None], w[None, None])),
         "scaled_dot_product_attention": (2, lambda q, k: F.scaled_dot_product_attention(
             q[None], k[None], k[None])),

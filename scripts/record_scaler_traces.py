@@ -19,7 +19,8 @@ import numpy as np
 
 
 def torch_trace(init_scale: float, growth_factor: float, backoff_factor: float,
-                growth_interval: int, overflows: list[int], tracker0: int = 0) -> list[tuple[str, int]]:
+                growth_interval: int, overflows: list[int],
+                tracker0: int = 0) -> list[tuple[str, int]]:
     """Drive torch.amp.GradScaler("cpu") through its public API, one step per flag."""
     import torch
 
@@ -72,8 +73,9 @@ def cases(rng: np.random.Generator) -> list[dict[str, Any]]:
                     growth_interval=1, overflows=[0] * 40))             # growth refused at 2^127
     out.append(dict(lib="torch", init_scale=1.5 * 2.0**120, growth_factor=1.9, backoff_factor=0.5,
                     growth_interval=1, overflows=[0] * 20))
+    # the equality trap: a tracker above the interval never equals it again
     out.append(dict(lib="torch", init_scale=8.0, growth_factor=2.0, backoff_factor=0.5,
-                    growth_interval=3, tracker0=5, overflows=[0] * 10 + [1] + [0] * 6))  # equality trap
+                    growth_interval=3, tracker0=5, overflows=[0] * 10 + [1] + [0] * 6))
     for _ in range(6):
         out.append(dict(lib="jmp", init_scale=float(rng.choice([8.0, 2.0**15, 3.0])),
                         factor=int(rng.choice([2, 3])), period=int(rng.integers(1, 5)),

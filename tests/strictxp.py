@@ -183,7 +183,8 @@ def _unary(op: Any) -> Any:
 
 
 _UNARY_OPS: tuple[tuple[str, Any], ...] = (
-    ("neg", operator.neg), ("pos", operator.pos), ("abs", operator.abs), ("invert", operator.invert))
+    ("neg", operator.neg), ("pos", operator.pos), ("abs", operator.abs),
+    ("invert", operator.invert))
 for _name, _uop in _UNARY_OPS:
     setattr(DeviceArray, f"__{_name}__", _unary(_uop))
 DeviceArray.__hash__ = None  # type: ignore[assignment]

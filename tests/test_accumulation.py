@@ -46,7 +46,8 @@ def test_pairwise_equals_a_float32_recursive_halving(a: np.ndarray, b: np.ndarra
         return np.float32(tree(p[:h]) + tree(p[h:]))
 
     with np.errstate(over="ignore"):  # bf16 products may overflow fp32: both sides give inf
-        want = np.float32(tree([np.float32(x * y) for x, y in zip(a, b, strict=True)]) + np.float32(0.5))
+        products = [np.float32(x * y) for x, y in zip(a, b, strict=True)]
+        want = np.float32(tree(products) + np.float32(0.5))
     got = acc.dot(a, b, 0.5, accumulation="pairwise", input_format="bf16")
     assert_bitwise_equal(got, np.asarray(want, np.float32))
 
@@ -89,7 +90,8 @@ def adversarial(rng: np.random.Generator, fmt: str, shape: tuple[int, int]) -> n
     f = ampref.get_format(fmt)
     mag = np.exp2(rng.uniform(np.log2(f.smallest_subnormal), min(np.log2(f.max) - 8, 55), shape))
     x = mag * rng.choice([-1, 1], shape)
-    x[:, 1::2] = -x[:, 0::2][:, : x[:, 1::2].shape[1]] * (1 + rng.integers(0, 3, x[:, 1::2].shape) * f.eps)
+    odd = x[:, 1::2].shape
+    x[:, 1::2] = -x[:, 0::2][:, : odd[1]] * (1 + rng.integers(0, 3, odd) * f.eps)
     return ampref.quantize(x, fmt, saturate=True)
 
 
@@ -106,10 +108,14 @@ def test_error_bound_holds_on_adversarial_inputs_with_chained_blocks(model: str,
         a, b = adversarial(rng, fmt, (300, k)), adversarial(rng, fmt, (300, k))
         c = ampref.quantize(rng.standard_normal(300) * 10, "float32")
         got = acc.dot(a, b, c, accumulation=model, input_format=fmt).astype(np.float64)
-        exact = np.array([float(sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(r, s, strict=True)),
-                                    Fraction(float(z)))) for r, s, z in zip(a, b, c, strict=True)])
+        def exact_dot(r: np.ndarray, s: np.ndarray, z: float) -> float:
+            terms = (Fraction(float(x)) * Fraction(float(y)) for x, y in zip(r, s, strict=True))
+            return float(sum(terms, Fraction(float(z))))
+
+        exact = np.array([exact_dot(r, s, z) for r, s, z in zip(a, b, c, strict=True)])
         bound = acc.error_bound(a, b, c, accumulation=model, input_format=fmt)
-        assert np.all(np.abs(got - exact) <= bound), (model, fmt, k, np.max(np.abs(got - exact) / bound))
+        worst = np.max(np.abs(got - exact) / bound)
+        assert np.all(np.abs(got - exact) <= bound), (model, fmt, k, worst)
 
 
 @pytest.mark.clause("ACC-BND-002")

@@ -119,8 +119,8 @@ def test_gradscaler_step_tells_whether_the_step_was_skipped() -> None:
     model.parameters()[1].grad[0] = np.nan
     before = [p.numpy() for p in model.parameters()]
     assert scaler.step(opt, return_found_inf=True) is True
-    assert all(np.array_equal(a, p.numpy()) for a,
-               p in zip(before, model.parameters(), strict=True))
+    after = [p.numpy() for p in model.parameters()]
+    assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
     scaler.update()
     assert scaler.get_scale() == 4.0
     opt.zero_grad()

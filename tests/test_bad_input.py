@@ -24,7 +24,8 @@ def test_byte_swapped_input_rounds_once_from_its_exact_value(dtype: str) -> None
     assert_bitwise_equal(ampref.quantize(x, "bf16"), ampref.quantize(native, "bf16"))
     if dtype.endswith("8"):
         assert ampref.quantize(x, "bf16")[0] == 1.0078125  # not 1.0 (the double rounding)
-    assert ampref.tensor(x, "bf16").numpy()[0] == ampref.quantize(native, "bf16").astype(np.float32)[0]
+    want = ampref.quantize(native, "bf16").astype(np.float32)[0]
+    assert ampref.tensor(x, "bf16").numpy()[0] == want
 
 
 @pytest.mark.clause("FMT-API-003")
@@ -108,12 +109,12 @@ def test_optimizer_arguments_and_state_are_validated() -> None:
 
 @pytest.mark.clause("API-ERR-001", "AUT-POL-003")
 @pytest.mark.parametrize("text,err", [
-    ('name = "p"\ndefault_dtype = "float16"\n[ops]\nfp32 = "exp"\n', "category 'fp32' must be a "
-                                                                     "list of op name strings"),
-    ('name = "p"\ndefault_dtype = "float16"\n[ops]\nfp32 = [1, 2]\n', "must be a list of op name "
-                                                                      "strings"),
-    ('name = "p"\ndefault_dtype = 16\n[ops]\nfp32 = ["exp"]\n', "default_dtype must be a format "
-                                                                "name string"),
+    ('name = "p"\ndefault_dtype = "float16"\n[ops]\nfp32 = "exp"\n',
+     "category 'fp32' must be a list of op name strings"),
+    ('name = "p"\ndefault_dtype = "float16"\n[ops]\nfp32 = [1, 2]\n',
+     "must be a list of op name strings"),
+    ('name = "p"\ndefault_dtype = 16\n[ops]\nfp32 = ["exp"]\n',
+     "default_dtype must be a format name string"),
     ('name = "p"\ndefault_dtype = "float16"\n[ops]\nfp32 = ["exp"]\n[banned_advice]\nexp = 3\n',
      r"\[banned_advice\] must map op names to strings"),
 ])

@@ -169,18 +169,22 @@ def test_host_built_quantize_kernel_matches_reference_bitwise(host: hostbuild.Ho
        name=st.sampled_from(["float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
                              "float8_e8m0fnu", "float4_e2m1fn"]),
        rnd=st.sampled_from(list(RoundingMode)), seed=st.integers(0, 2**64 - 1))
-def test_host_built_quantize_agrees_on_any_float32_bits(host: hostbuild.HostKernels, bits: list[int],
-                                                        name: str, rnd: RoundingMode, seed: int) -> None:
+def test_host_built_quantize_agrees_on_any_float32_bits(
+        host: hostbuild.HostKernels, bits: list[int], name: str, rnd: RoundingMode,
+        seed: int) -> None:
     x = np.array(bits, dtype=np.uint32).view(np.float32)
     k1, k2 = kernelsrc.stochastic_keys(rnd, seed)
     want = quantize(x, name, rnd.value, seed=seed if rnd is RoundingMode.STOCHASTIC else None)
-    got = host.quantize(x, kernelsrc.format_params(name), kernelsrc.rounding_index(rnd), False, True, k1, k2)
+    got = host.quantize(x, kernelsrc.format_params(name), kernelsrc.rounding_index(rnd), False,
+                        True, k1, k2)
     assert_bits_equal(got, want, f"{name} {rnd.value}")
 
 
 @pytest.mark.clause("BKD-QNT-002")
-@pytest.mark.parametrize("seed,start", [(0, 0), (12345, 7), (2**63 + 5, 2**32 - 3), (2**64 - 1, 2**40)])
-def test_kernel_random_words_are_the_srhash_words(host: hostbuild.HostKernels, seed: int, start: int) -> None:
+@pytest.mark.parametrize("seed,start", [(0, 0), (12345, 7), (2**63 + 5, 2**32 - 3),
+                                        (2**64 - 1, 2**40)])
+def test_kernel_random_words_are_the_srhash_words(host: hostbuild.HostKernels, seed: int,
+                                                  start: int) -> None:
     k1, k2 = kernelsrc.stochastic_keys("stochastic", seed)
     assert_bits_equal(host.random_bits(k1, k2, start, 5000), random_bits(seed, start, 5000),
                       f"seed {seed} start {start}")
@@ -199,7 +203,8 @@ def test_encode16_gives_the_format_codes_of_representable_values(emulated: Devic
     got = host.encode16(values[finite], kernelsrc.format_params(name))
     # -0.0 and +0.0 decode to distinct values, so every finite code comes back
     assert_bits_equal(got, codes[finite].astype(np.uint16), f"{name} codes")
-    assert_bits_equal(as_ml_dtype(got, name).astype(np.float32), values[finite], f"{name} via ml_dtypes")
+    assert_bits_equal(as_ml_dtype(got, name).astype(np.float32), values[finite],
+                      f"{name} via ml_dtypes")
 
 
 def test_device_quantize_errors_name_the_problem(emulated: DeviceBackend) -> None:
@@ -243,8 +248,8 @@ _SCALER_CASES: list[tuple[str, dict[str, float]]] = [(name, {}) for name in PROF
 
 @pytest.mark.clause("BKD-SCL-002")
 @pytest.mark.parametrize("name,overrides", _SCALER_CASES)
-def test_device_update_kernel_follows_the_reference_transition(host: hostbuild.HostKernels, name: str,
-                                                                overrides: dict[str, Any]) -> None:
+def test_device_update_kernel_follows_the_reference_transition(
+        host: hostbuild.HostKernels, name: str, overrides: dict[str, Any]) -> None:
     cfg = LossScaler.from_profile(name, **overrides).config
     cfg_d, cfg_i = kernelsrc.scaler_arrays(cfg)
     ref = initial_state(cfg)
@@ -268,7 +273,8 @@ def test_device_update_kernel_follows_the_reference_transition(host: hostbuild.H
 
 @pytest.mark.clause("BKD-SCL-001")
 @pytest.mark.parametrize("scale", [65536.0, 3.0, 2.0**-20, 0.0])
-def test_unscale_kernel_matches_the_reference_unscale(host: hostbuild.HostKernels, scale: float) -> None:
+def test_unscale_kernel_matches_the_reference_unscale(host: hostbuild.HostKernels,
+                                                      scale: float) -> None:
     rng = np.random.default_rng(3)
     for plant in (None, np.inf, -np.inf, np.nan):
         g = (rng.standard_normal(1000) * np.exp2(rng.integers(-30, 30, 1000))).astype(np.float32)
@@ -296,7 +302,8 @@ def test_strict_arrays_refuse_implicit_host_conversion() -> None:
     assert float(strictxp.sum(d)) == 3.0 and isinstance(np.float32(2) * d, strictxp.DeviceArray)
 
 
-def _train(backend: str, mode: str, steps: int, **kw: Any) -> tuple[list[np.ndarray], list[Any], Any]:
+def _train(backend: str, mode: str, steps: int,
+           **kw: Any) -> tuple[list[np.ndarray], list[Any], Any]:
     from ampref.corpus import Corpus, load_corpus
     from ampref.run import Run
     from ampref.trainconfig import TrainConfig
@@ -314,10 +321,12 @@ def _train(backend: str, mode: str, steps: int, **kw: Any) -> tuple[list[np.ndar
     return params + [m for m in masters if m is not None], hist, events
 
 
-@pytest.mark.clause("BKD-ENG-001", "BKD-ENG-002", "BKD-SCL-001", "BKD-SCL-002", "BKD-MM-001", "BKD-RED-001")
+@pytest.mark.clause("BKD-ENG-001", "BKD-ENG-002", "BKD-SCL-001", "BKD-SCL-002", "BKD-MM-001",
+                    "BKD-RED-001")
 @pytest.mark.parametrize("mode,kw", [("fp32", {}), ("amp-fp16", {}), ("amp-bf16", {}),
                                      ("fp16-static", {}), ("fp16-noscale", {}), ("pure-fp16", {}),
-                                     ("amp-fp16", {"inject_nonfinite": 0.5, "profile": "megatron"})])
+                                     ("amp-fp16",
+                                      {"inject_nonfinite": 0.5, "profile": "megatron"})])
 def test_training_on_the_device_backend_is_bitwise_the_reference(emulated: DeviceBackend, mode: str,
                                                                  kw: dict[str, Any]) -> None:
     ref_params, ref_hist, ref_events = _train("numpy", mode, 4, **kw)
@@ -352,7 +361,8 @@ def test_train_with_report_checkpoint_and_resume_runs_on_the_device_backend(emul
 
 
 @pytest.mark.clause("BKD-IDX-001")
-def test_index_gradients_with_repeated_indices_match_the_reference_on_the_host(emulated: DeviceBackend) -> None:
+def test_index_gradients_with_repeated_indices_match_the_reference_on_the_host(
+        emulated: DeviceBackend) -> None:
     from ampref import functional as F
     from ampref import tensor
 
@@ -385,11 +395,13 @@ def test_gpu_quantize_matches_reference_bitwise(name: str) -> None:
         for sat in (False, True):
             for x in (x32, x32.astype(np.float64)):
                 want = quantize(x, name, rnd.value, saturate=sat, seed=seed)
-                got = be.to_numpy(be.quantize(be.asarray(x), name, rnd.value, saturate=sat, seed=seed))
+                got = be.to_numpy(be.quantize(be.asarray(x), name, rnd.value, saturate=sat,
+                                              seed=seed))
                 assert_bits_equal(got, want, f"GPU {name} {rnd.value} saturate={sat} {x.dtype}")
 
 
-def _mm_inputs(rng: np.random.Generator, M: int, K: int, N: int, fmt: str, spread: int) -> tuple[Any, Any]:
+def _mm_inputs(rng: np.random.Generator, M: int, K: int, N: int, fmt: str,
+               spread: int) -> tuple[Any, Any]:
     a = quantize((rng.standard_normal((M, K)) * np.exp2(rng.integers(-spread, spread + 1, (M, K))))
                  .astype(np.float32), fmt)
     b = quantize((rng.standard_normal((K, N)) * np.exp2(rng.integers(-spread, spread + 1, (K, N))))
@@ -428,7 +440,8 @@ def test_gpu_cublas_gemm_ex_lies_within_the_stated_bound(fmt: str) -> None:
         bound = 2 * gamma * (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)) \
             + np.spacing(np.abs(exact)).astype(np.float64)
         err = np.abs(got.astype(np.float64) - exact.astype(np.float64))
-        assert (err <= bound).all(), f"max error/bound {float((err / bound).max()):.3g} at {M}x{K}x{N}"
+        worst = float((err / bound).max())
+        assert (err <= bound).all(), f"max error/bound {worst:.3g} at {M}x{K}x{N}"
 
 
 @pytest.mark.clause("BKD-ENG-002")

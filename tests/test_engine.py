@@ -67,8 +67,9 @@ def test_every_op_value_and_gradient_match_torch_float64(op: str) -> None:
     tt = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays]
     assert tfn is not None
     tout = tfn(*tt)
-    (tout * torch.tensor(_loss_weights(tuple(tout.shape)))).sum().backward()
-    np.testing.assert_allclose(loss.item(), float((tout.detach() * torch.tensor(_loss_weights(tuple(tout.shape)))).sum()),
+    weights = torch.tensor(_loss_weights(tuple(tout.shape)))
+    (tout * weights).sum().backward()
+    np.testing.assert_allclose(loss.item(), float((tout.detach() * weights).sum()),
                                rtol=1e-12, atol=1e-12)
     for t, ref in zip(ts, tt, strict=True):
         np.testing.assert_allclose(t.grad, ref.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=op)
@@ -89,7 +90,8 @@ def test_matmul_is_the_exact_dot_product_rounded_once_to_float32() -> None:
     b[:, 4] = 1.0 / 3
     got = F.matmul(ampref.tensor(a), ampref.tensor(b)).numpy()
     A, B = a.astype(np.float64), b.astype(np.float64)
-    want = np.array([[np.float32(round_odd_exact(A[i] * B[:, j])) for j in range(9)] for i in range(17)])
+    want = np.array([[np.float32(round_odd_exact(A[i] * B[:, j])) for j in range(9)]
+                     for i in range(17)])
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), f"{_hex(got)} != {_hex(want)}"
 
 
@@ -122,11 +124,12 @@ def test_float16_elementwise_ops_round_float32_results_once_like_ml_dtypes() -> 
     rng = np.random.default_rng(7)
     a = rng.standard_normal(1000).astype(np.float16)
     b = rng.standard_normal(1000).astype(np.float16)
-    ta, tb = ampref.tensor(a.astype(np.float32), "float16"), ampref.tensor(b.astype(np.float32), "float16")
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    ta, tb = ampref.tensor(a32, "float16"), ampref.tensor(b32, "float16")
     for name, got, ref in [
-        ("add", (ta + tb).numpy(), (a.astype(np.float32) + b.astype(np.float32)).astype(np.float16)),
-        ("mul", (ta * tb).numpy(), (a.astype(np.float32) * b.astype(np.float32)).astype(np.float16)),
-        ("div", (ta / tb).numpy(), (a.astype(np.float32) / b.astype(np.float32)).astype(np.float16)),
+        ("add", (ta + tb).numpy(), (a32 + b32).astype(np.float16)),
+        ("mul", (ta * tb).numpy(), (a32 * b32).astype(np.float16)),
+        ("div", (ta / tb).numpy(), (a32 / b32).astype(np.float16)),
     ]:
         assert np.array_equal(got.astype(np.float16).view(np.uint16), ref.view(np.uint16)), name
     bf = ampref.tensor(a.astype(np.float32), "bfloat16")
@@ -308,8 +311,8 @@ def test_softmax_follows_its_written_steps_with_an_exact_sum() -> None:
     for r in range(6):
         e = np.exp(x[r].astype(np.float64) - x[r].max()).astype(np.float32)
         code = round_scalar(sum(Fraction(float(v)) for v in e), ampref.float32, "nearest_even")
-        s = np.array(code,
-                     np.uint32).view(np.float32)  # exact sum rounded once by the rational oracle
+        # the exact sum rounded once by the rational oracle
+        s = np.array(code, np.uint32).view(np.float32)
         want = e / s
         assert np.array_equal(got[r].view(np.uint32),
                               want.view(np.uint32)), f"row {r}: {_hex(got[r])}"
@@ -359,8 +362,8 @@ def _cast_oracle(v32: np.ndarray, fmt: str) -> np.ndarray:
 
 
 @pytest.mark.clause("ENG-RND-001", "ENG-SPC-001")
-@given(fmt=st.sampled_from(["float16", "bfloat16"]), op=st.sampled_from(["add", "sub", "mul", "div", "neg", "relu"]),
-       data=st.data())
+@given(fmt=st.sampled_from(["float16", "bfloat16"]),
+       op=st.sampled_from(["add", "sub", "mul", "div", "neg", "relu"]), data=st.data())
 def test_low_precision_elementwise_ops_equal_float32_arithmetic_then_the_peer_cast(
         fmt: str, op: str, data: st.DataObject) -> None:
     a = data.draw(arrays(fmt, 8, allow_nan=True, allow_infinity=True))

@@ -58,7 +58,8 @@ def _train_transformer(amp: bool, steps: int = 4) -> tuple[list[float], dict[str
 
 
 def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
-    return a.keys() == b.keys() and all(np.array_equal(a[k].view(np.uint32), b[k].view(np.uint32)) for k in a)
+    return a.keys() == b.keys() and all(np.array_equal(a[k].view(np.uint32), b[k].view(np.uint32))
+                                        for k in a)
 
 
 @pytest.mark.clause("ENG-OPT-001", "ENG-BWD-003")
@@ -153,7 +154,8 @@ def test_optimizers_track_torch_optimizers_in_float32(name: str) -> None:
     grads = [rng.standard_normal((5, 4)).astype(np.float32) for _ in range(5)]
     p = nn.Parameter(w0)
     tp = torch.nn.Parameter(torch.tensor(w0))
-    kw = {"SGD": dict(lr=0.1, momentum=0.9, weight_decay=0.01), "Adam": dict(lr=0.01, weight_decay=0.01),
+    kw = {"SGD": dict(lr=0.1, momentum=0.9, weight_decay=0.01),
+          "Adam": dict(lr=0.01, weight_decay=0.01),
           "AdamW": dict(lr=0.01, weight_decay=0.1)}[name]
     ours = getattr(optim, name)([p], **kw)
     theirs = getattr(torch.optim, name)([tp], **kw)

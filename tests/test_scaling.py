@@ -77,7 +77,8 @@ def test_apex_caps_growth_at_max_scale_and_has_no_floor_by_default() -> None:
 
 @pytest.mark.clause("SCL-PRF-006", "SCL-HYS-001", "SCL-HYS-002", "SCL-GRW-003", "SCL-FLR-003")
 def test_deepspeed_default_hysteresis_refills_only_at_growth() -> None:
-    # window 3, hysteresis 2, from 16: OF 16 h1, OF 8, OF 4, ok 4, OF 2, ok, ok, ok, ok->4 h2, OF 4 h1
+    # window 3, hysteresis 2, from 16:
+    # OF 16 h1, OF 8, OF 4, ok 4, OF 2, ok, ok, ok, ok->4 h2, OF 4 h1
     out = run("deepspeed", "xxx.x....x", init_scale=16.0, growth_interval=3, min_scale=0.25)
     assert [s for s, _ in out] == [16, 8, 4, 4, 2, 2, 2, 2, 4, 4]
     assert out[0][1] == "skip" and out[-1][1] == "skip"

@@ -49,8 +49,9 @@ def ampref_trace(case: dict[str, Any]) -> list[tuple[str, int]]:
 
 def assert_same(ours: list[tuple[str, int]], theirs: list[Any], what: str) -> None:
     for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-        assert tuple(a) == tuple(b), f"{what}: step {i + 1}: ampref (scale 0x{a[0]}, counter {a[1]}) " \
-                                     f"vs library (scale 0x{b[0]}, counter {b[1]})"
+        assert tuple(a) == tuple(b), (f"{what}: step {i + 1}: ampref (scale 0x{a[0]}, "
+                                      f"counter {a[1]}) vs library (scale 0x{b[0]}, "
+                                      f"counter {b[1]})")
     assert len(ours) == len(theirs)
 
 

@@ -43,8 +43,8 @@ def test_model_reproduces_every_row_of_every_gpu_dump(key: str) -> None:
 
 
 @pytest.mark.clause("ACC-TC-001")
-@pytest.mark.parametrize("key",
-                         [k for k in EXPERIMENTS if k.endswith("fp32") and "E" not in k.split("_")[1][:1]])
+@pytest.mark.parametrize("key", [k for k in EXPERIMENTS
+                                 if k.endswith("fp32") and "E" not in k.split("_")[1][:1]])
 def test_an_exact_sum_rounded_once_disagrees_with_the_gpu_on_many_rows(key: str) -> None:
     g, fin, fout, a, b, c, d = load(key)
     exact = ampref.accumulation.dot(a, b, c, accumulation="exact", input_format=fin)
@@ -58,7 +58,8 @@ def test_the_dumps_pin_the_parameters_one_bit_or_half_a_block_off_fails(key: str
     g, fin, fout, a, b, c, d = load(key)
     gpu = tc.get_gpu(g)
     path = gpu.paths["16bit"]
-    for bad in (replace(path, frac_bits=path.frac_bits - 1), replace(path, frac_bits=path.frac_bits + 1),
+    for bad in (replace(path, frac_bits=path.frac_bits - 1),
+                replace(path, frac_bits=path.frac_bits + 1),
                 replace(path, block=path.block // 2)):
         variant = replace(gpu, paths={**gpu.paths, "16bit": bad})
         got = tc.dot(a, b, c, gpu=variant, input_format=fin, output_format=fout)

@@ -47,8 +47,8 @@ def test_hard_cases_reach_midpoints_specials_and_nan_payloads() -> None:
 def test_bitwise_assertion_reports_hex_of_first_difference() -> None:
     a = np.array([1.0, 0.0, 2.0], np.float32)
     b = np.array([1.0, -0.0, 2.0], np.float32)
-    with pytest.raises(AssertionError,
-                       match=r"1 of 3 elements differ bitwise:\n  \[1\] actual 0x00000000 .* desired 0x80000000"):
+    want = r"1 of 3 elements differ bitwise:\n  \[1\] actual 0x00000000 .* desired 0x80000000"
+    with pytest.raises(AssertionError, match=want):
         assert_bitwise_equal(a, b)
     with pytest.raises(AssertionError, match="dtype/shape differ"):
         assert_bitwise_equal(a, b.astype(np.float64))

@@ -28,7 +28,8 @@ def _final(out: Path) -> dict[str, np.ndarray]:
 
 
 def _bitwise_equal(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
-    return a.keys() == b.keys() and all(np.array_equal(a[k].view(np.uint32), b[k].view(np.uint32)) for k in a)
+    return a.keys() == b.keys() and all(np.array_equal(a[k].view(np.uint32), b[k].view(np.uint32))
+                                        for k in a)
 
 
 @pytest.fixture(scope="module")
@@ -164,8 +165,9 @@ def test_a_resumed_runs_audit_log_and_weights_equal_the_unbroken_runs(
         tmp_path: Path, profile: str) -> None:
     # init_scale 2^24 forces overflows early so the log has backoffs, skips and growth
     mode = "fp16-static" if profile == "static" else "amp-fp16"
-    cfg = replace(SMALL, precision=mode, steps=12, profile="torch" if profile == "static" else profile,
-                  init_scale=2.0**24, inject_nonfinite=0.2)
+    cfg = replace(SMALL, precision=mode, steps=12,
+                  profile="torch" if profile == "static" else profile, init_scale=2.0**24,
+                  inject_nonfinite=0.2)
     train(cfg, tmp_path / "full", progress=False, report=False)
     train(cfg, tmp_path / "cut", progress=False, report=False, stop_after=5)
     train(cfg, tmp_path / "cut", resume=True, progress=False, report=False)
@@ -229,8 +231,8 @@ def test_dynamic_scaler_skips_injected_steps_and_leaves_master_weights_untouched
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ampref", "train", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-m", "ampref", "train", *args], capture_output=True,
+                          text=True, timeout=120)
 
 
 @pytest.mark.clause("TRN-ERR-001")

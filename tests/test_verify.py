@@ -59,7 +59,8 @@ def test_certificate_covers_flags_and_reports_the_peer() -> None:
 
 
 def test_cli_verify_prints_a_summary_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["verify", "--format", "e4m3", "--stride", "1000003", "--workers", "1", "--quiet"]) == 0
+    args = ["verify", "--format", "e4m3", "--stride", "1000003", "--workers", "1", "--quiet"]
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert "format=float8_e4m3fn" in out and "mismatches: 0" in out and "PASS" in out
 
