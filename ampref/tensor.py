@@ -78,7 +78,7 @@ def storage_dtype(fmt: Format) -> Any:
     return np.float64 if fmt.wide else np.float32
 
 
-def round_to(be: Any, values: Any, fmt: Format) -> Any:
+def round_to(be: backends.Backend, values: Any, fmt: Format) -> Any:
     """Round computed values to ``fmt`` the engine's way (ENG-RND-001).
 
     float64 values are first rounded to float32 (nearest-even), then to ``fmt``: ops are
@@ -122,7 +122,8 @@ class Tensor:
     __array_priority__ = 1000  # numpy scalars defer to Tensor's operators
 
     def __init__(self, data: Any, fmt: Format, *, requires_grad: bool = False,
-                 node: Node | None = None, backend: Any = None, name: str | None = None) -> None:
+                 node: Node | None = None, backend: backends.Backend | None = None,
+                 name: str | None = None) -> None:
         self.data = data
         self.format = fmt
         self._grad: Any = None

@@ -226,7 +226,7 @@ def test_mixing_backends_raises_type_error_naming_both() -> None:
 
     a = ampref.tensor([1.0])
     b = ampref.tensor([1.0])
-    b.backend = Fake()
+    b.backend = Fake()  # type: ignore[assignment]  # only the name matters here
     with pytest.raises(TypeError, match="numpy and cupy"):
         a + b
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import autocast_mode as _ac
+from ..backends import Backend  # type: ignore[attr-defined]  # mapped from backends/
 from ..formats import Format, get_format
 from ..tensor import Node, Tensor, is_grad_enabled, storage_dtype
 
@@ -25,14 +26,14 @@ F64 = get_format("float64")
 #: Python and NumPy numbers that ops accept as weak scalars (ENG-PRM-001)
 SCALAR_TYPES = (int, float, np.floating, np.integer)
 
-def backend_of(*ts: Any) -> Any:
+def backend_of(*ts: Any) -> Backend:
     found = {t.backend.name: t.backend for t in ts if isinstance(t, Tensor)}
     if len(found) > 1:
         raise TypeError("tensors of different backends mixed in one op: " + " and ".join(found))
     return next(iter(found.values()))
 
 
-def make(be: Any, data: Any, fmt: Format, op: str, parents: Sequence[Tensor],
+def make(be: Backend, data: Any, fmt: Format, op: str, parents: Sequence[Tensor],
          backward: Any) -> Tensor:
     req = is_grad_enabled() and any(p.requires_grad for p in parents)
     node = Node(op, tuple(parents), backward) if req else None
@@ -56,7 +57,7 @@ def dtype_of(fmt: Format) -> Any:
     return storage_dtype(fmt)
 
 
-def wide_math(be: Any, fmt: Format, f: Any, *xs: Any) -> Any:
+def wide_math(be: Backend, fmt: Format, f: Any, *xs: Any) -> Any:
     """A transcendental in float64, then float32 (or kept in float64 for float64).
 
     ``f(xp, *arrays)`` gets the backend's array module, so it runs where the data lives."""
@@ -66,7 +67,7 @@ def wide_math(be: Any, fmt: Format, f: Any, *xs: Any) -> Any:
     return r if is_wide(fmt) else r.astype(xp.float32)
 
 
-def sum_to(be: Any, g: Any, shape: tuple[int, ...]) -> Any:
+def sum_to(be: Backend, g: Any, shape: tuple[int, ...]) -> Any:
     """Reduce a broadcast gradient back to ``shape`` (exact-then-fp32 sums)."""
     if tuple(g.shape) == tuple(shape):
         return g

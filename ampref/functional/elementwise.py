@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends import Backend  # type: ignore[attr-defined]  # mapped from backends/
 from ..formats import Format
 from ..tensor import Tensor, round_to
 from .core import (SCALAR_TYPES, autocast_inputs, backend_of, check_flag, check_tensor,
@@ -22,8 +23,8 @@ from .core import (SCALAR_TYPES, autocast_inputs, backend_of, check_flag, check_
 __all__ = ["add", "div", "dropout", "exp", "gelu", "log", "masked_fill", "mul", "neg", "pow",
            "relu", "sigmoid", "sub", "tanh"]
 
-Forward = Callable[[Any, Format, Any, Any], Any]
-Grads = Callable[[Any, Format, Any, Any, Any], tuple[Any, Any]]
+Forward = Callable[[Backend, Format, Any, Any], Any]
+Grads = Callable[[Backend, Format, Any, Any, Any], tuple[Any, Any]]
 
 
 # -- binary ops --------------------------------------------------------------------------
@@ -52,7 +53,7 @@ def _binary_inputs(op: str, a: Any, b: Any) -> tuple[Any, Any, Format, Any]:
     return a, b, fmt, be
 
 
-def _val(be: Any, v: Any, fmt: Format) -> Any:
+def _val(be: Backend, v: Any, fmt: Format) -> Any:
     if isinstance(v, Tensor):
         return v.data
     return dtype_of(fmt)(v) if is_wide(fmt) else np.float32(v)
@@ -121,7 +122,7 @@ def pow(input: Any, exponent: Any) -> Tensor:
     float64; the exponent's gradient only where the exponent is a tensor."""
     need_b = isinstance(exponent, Tensor)
 
-    def grads(be: Any, fmt: Format, g: Any, x: Any, y: Any) -> tuple[Any, Any]:
+    def grads(be: Backend, fmt: Format, g: Any, x: Any, y: Any) -> tuple[Any, Any]:
         ga = g * (y * wide_math(be, fmt, _power, x, y - 1))
         gb = g * wide_math(be, fmt, lambda xp, u, v: xp.power(u, v) * xp.log(u), x, y) \
             if need_b else None

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends import Backend  # type: ignore[attr-defined]  # mapped from backends/
 from ..formats import Format, get_format
 from ..tensor import Tensor, round_to
 from .core import (F32, F64, autocast_args, autocast_inputs, check_tensor, dims_of, dtype_of,
@@ -101,7 +102,7 @@ def _check_eps(op: str, eps: Any) -> float:
     return float(eps)
 
 
-def _norm_affine(be: Any, xhat: Any, weight: Tensor | None, bias: Tensor | None) -> Any:
+def _norm_affine(be: Backend, xhat: Any, weight: Tensor | None, bias: Tensor | None) -> Any:
     y = xhat
     with np.errstate(all="ignore"):
         if weight is not None:
@@ -111,7 +112,7 @@ def _norm_affine(be: Any, xhat: Any, weight: Tensor | None, bias: Tensor | None)
     return y
 
 
-def _rstd(be: Any, fmt: Format, var: Any, eps: float) -> Any:
+def _rstd(be: Backend, fmt: Format, var: Any, eps: float) -> Any:
     """fl32(1 / sqrt(fl32(var + eps))), the square root and division in float64."""
     cf = F64 if is_wide(fmt) else F32
     return wide_math(be, cf, lambda xp, v: 1.0 / xp.sqrt(v), var + dtype_of(cf)(eps))
