@@ -7,6 +7,9 @@ uint64 for float64) with explicit masks for NaN, inf, zero, subnormal and overfl
 Nothing here relies on float arithmetic, out-of-range float->int casts or subnormal
 float behaviour, so a CuPy port with the same integer recipe produces the same bits.
 Clause IDs refer to ``specs/formats.md``.
+
+Size (about 330 lines): one kernel in three tiers whose phases must be read together
+(the style guide's exception for the rounding kernel).
 """
 
 from __future__ import annotations

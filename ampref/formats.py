@@ -6,6 +6,9 @@ Every limit (``max``, ``tiny``, ``smallest_subnormal``, ``eps``, ...) is *derive
 from those few fields and carries the name NumPy's ``finfo`` uses for it. The kernels
 in :mod:`ampref.cast` read nothing but these fields, so adding a format is adding a
 row to :data:`FORMATS` (spec clause FMT-DEF-001).
+
+Size (about 320 lines): the Format dataclass is mostly its derived limits, one short
+property each, next to the table they derive from.
 """
 
 from __future__ import annotations
