@@ -28,7 +28,8 @@ from .autocast_mode import autocast
 from .backends import DeviceScaling  # type: ignore[attr-defined]  # mapped from backends/
 from .optim import Optimizer
 from .lossscaler import LossScaler
-from .scaling import PROFILES, check_flag
+from .checks import check_flag
+from .scaling import PROFILES
 from .tensor import Tensor
 
 __all__ = ["GradScaler", "autocast"]

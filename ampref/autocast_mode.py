@@ -30,8 +30,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
+from .checks import check_flag
 from .formats import Format, get_format
 from .policy import MixedPolicy, Policy, get_policy, load_policy
 
@@ -108,8 +108,8 @@ def autocast(device_type: str, dtype: str | Format | None = None, enabled: bool 
     if device_type not in DEVICE_POLICIES:
         raise ValueError(f"unknown autocast device_type {device_type!r}; choose one of "
                          f"{', '.join(DEVICE_POLICIES)} (other policies: policy=...)")
-    enabled = _flag("enabled", enabled)
-    cache_enabled = _flag("cache_enabled", cache_enabled)
+    enabled = check_flag("autocast enabled", enabled)
+    cache_enabled = check_flag("autocast cache_enabled", cache_enabled)
     if policy is None:
         policy = DEVICE_POLICIES[device_type]
     pol: Policy | MixedPolicy
@@ -134,12 +134,6 @@ def autocast(device_type: str, dtype: str | Format | None = None, enabled: bool 
     finally:
         _STATE.reset(token)
 
-
-
-def _flag(name: str, v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise TypeError(f"autocast {name} must be a bool, got {type(v).__name__}: {v!r}")
-    return v
 
 
 @contextmanager

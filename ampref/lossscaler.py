@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from .audit import AuditLog
+from .checks import check_flag
 from .scaling import (OVERRIDES, PROFILES, LossScaleWarning, ScaleEvent, ScaleFloorError,
-                      ScalerConfig, ScalerState, check_flag, check_range, check_state,
+                      ScalerConfig, ScalerState, check_range, check_state,
                       initial_state, make_event, store_scale, transition)
 
 __all__ = ["LossScaler", "StaticLossScaler"]

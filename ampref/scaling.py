@@ -42,6 +42,7 @@ from typing import Any, Literal
 import numpy as np
 
 
+
 __all__ = [
     "OVERRIDES",
     "PROFILES",
@@ -51,7 +52,6 @@ __all__ = [
     "ScaleFloorError",
     "ScalerConfig",
     "ScalerState",
-    "check_flag",
     "check_int",
     "check_range",
     "check_state",
@@ -138,18 +138,6 @@ def check_int(name: str, v: Any, lo: int = 1) -> None:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
         what = "a positive int (>= 1)" if lo == 1 else f"an int >= {lo}"
         raise ValueError(f"{name} must be {what}, got {v!r}")
-
-
-def check_flag(name: str, v: Any) -> bool:
-    """``v`` as a bool; only bool and NumPy bool are accepted (a string such as "no" is
-    truthy and would silently mean True).
-
-    Raises:
-        TypeError: ``v`` is not a bool (its type and value named).
-    """
-    if not isinstance(v, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool (True/False), got {type(v).__name__}: {v!r}")
-    return bool(v)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from ..checks import check_flag
 from ..tensor import Tensor
-from .core import autocast_inputs, check_flag, check_tensor, nested_ops
+from .core import autocast_inputs, check_tensor, nested_ops
 from .elementwise import masked_fill, mul
 from .linalg import matmul
 from .norms import softmax

@@ -15,10 +15,10 @@ import numpy as np
 from .. import autocast_mode as _ac
 from ..backends import Backend  # type: ignore[attr-defined]  # mapped from backends/
 from ..formats import Format, get_format
-from ..tensor import Node, Tensor, is_grad_enabled, storage_dtype
+from ..tensor import Node, Tensor, is_grad_enabled
 
 __all__ = ["F32", "F64", "SCALAR_TYPES", "autocast_args", "autocast_inputs", "backend_of",
-           "check_flag", "check_tensor", "dims_of", "dtype_of", "expand_grad", "is_wide", "make",
+           "check_tensor", "dims_of", "expand_grad", "make",
            "nested_ops", "promote", "shape_of", "sum_to", "to_format", "wide_math"]
 
 F32 = get_format("float32")
@@ -49,14 +49,6 @@ def promote(fmts: Sequence[Format]) -> Format:
     return F32
 
 
-def is_wide(fmt: Format) -> bool:
-    return fmt.wide
-
-
-def dtype_of(fmt: Format) -> Any:
-    return storage_dtype(fmt)
-
-
 def wide_math(be: Backend, fmt: Format, f: Any, *xs: Any) -> Any:
     """A transcendental in float64, then float32 (or kept in float64 for float64).
 
@@ -64,7 +56,7 @@ def wide_math(be: Backend, fmt: Format, f: Any, *xs: Any) -> Any:
     xp = be.xp
     with np.errstate(all="ignore"):
         r = f(xp, *(xp.asarray(x, dtype=xp.float64) for x in xs))
-    return r if is_wide(fmt) else r.astype(xp.float32)
+    return r if fmt.wide else r.astype(xp.float32)
 
 
 def sum_to(be: Backend, g: Any, shape: tuple[int, ...]) -> Any:
@@ -80,13 +72,6 @@ def sum_to(be: Backend, g: Any, shape: tuple[int, ...]) -> Any:
 def shape_of(v: Any) -> tuple[int, ...]:
     """Shape of an array operand; () for a Python or NumPy scalar."""
     return tuple(v.shape) if hasattr(v, "shape") else ()
-
-
-def check_flag(name: str, v: Any) -> bool:
-    """A bool argument; a truthy string or number is refused rather than guessed."""
-    if not isinstance(v, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {type(v).__name__}: {v!r}")
-    return bool(v)
 
 
 def check_tensor(x: Any, op: str) -> Tensor:
@@ -127,8 +112,8 @@ def to_format(input: Tensor, fmt: str | Format) -> Tensor:
     if f == x.format:
         return x
     be = x.backend
-    data = be.quantize(x.data, f) if not is_wide(f) else x.data.astype(be.xp.float64)
-    if not is_wide(f):
+    data = be.quantize(x.data, f) if not f.wide else x.data.astype(be.xp.float64)
+    if not f.wide:
         data = be.xp.asarray(data, dtype=be.xp.float32)
     out = make(be, data, f, "to_format", [x], lambda g: (g,))
     out.name = x.name  # a weight's cast keeps the weight's name (gradient statistics)

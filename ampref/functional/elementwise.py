@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 
 from ..backends import Backend  # type: ignore[attr-defined]  # mapped from backends/
+from ..checks import check_flag
 from ..formats import Format
-from ..tensor import Tensor, round_to
-from .core import (SCALAR_TYPES, autocast_inputs, backend_of, check_flag, check_tensor,
-                   dtype_of, is_wide, make, promote, shape_of, sum_to, to_format, wide_math)
+from ..tensor import Tensor, round_to, storage_dtype
+from .core import (SCALAR_TYPES, autocast_inputs, backend_of, check_tensor, make, promote, shape_of,
+                   sum_to, to_format, wide_math)
 
 __all__ = ["add", "div", "dropout", "exp", "gelu", "log", "masked_fill", "mul", "neg", "pow",
            "relu", "sigmoid", "sub", "tanh"]
@@ -56,7 +57,7 @@ def _binary_inputs(op: str, a: Any, b: Any) -> tuple[Any, Any, Format, Any]:
 def _val(be: Backend, v: Any, fmt: Format) -> Any:
     if isinstance(v, Tensor):
         return v.data
-    return dtype_of(fmt)(v) if is_wide(fmt) else np.float32(v)
+    return storage_dtype(fmt)(v) if fmt.wide else np.float32(v)
 
 
 def _parents(*vs: Any) -> list[Tensor]:
@@ -244,7 +245,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, *, seed: int,
     be = x.backend
     bits = be.random_bits(seed, offset, x.size).reshape(x.shape)
     keep = bits >= np.uint32(min(round(p * 2.0**32), 2**32 - 1))
-    scale = dtype_of(x.format)(1.0 / (1.0 - p))
+    scale = storage_dtype(x.format)(1.0 / (1.0 - p))
     with np.errstate(all="ignore"):
         out = round_to(be, x.data * scale * keep, x.format)
     return make(be, out, x.format, "dropout", [x], lambda g: (g * scale * keep,))

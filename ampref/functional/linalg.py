@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor, round_to
-from .core import (autocast_args, autocast_inputs, backend_of, check_tensor, make, promote,
-                   sum_to, to_format)
+from .core import (autocast_args, autocast_inputs, backend_of, check_tensor, make, promote, sum_to,
+                   to_format)
 from .shapes import reshape
 
 __all__ = ["conv2d", "linear", "matmul"]

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ..tensor import Tensor, round_to
-from .core import autocast_args, autocast_inputs, check_tensor, dtype_of, make, nested_ops
+from ..tensor import Tensor, round_to, storage_dtype
+from .core import autocast_args, autocast_inputs, check_tensor, make, nested_ops
 from .elementwise import add, log, mul, neg, sub
 from .norms import log_softmax
 from .reductions import mean
@@ -37,11 +37,11 @@ def nll_loss(input: Tensor, target: Any) -> Tensor:
     rows = be.xp.arange(N)
     picked = logp.data[rows, t]
     with np.errstate(all="ignore"):
-        out = round_to(be, -be.sum(picked) / dtype_of(fmt)(N), fmt)
+        out = round_to(be, -be.sum(picked) / storage_dtype(fmt)(N), fmt)
 
     def bwd(g: Any) -> tuple[Any]:
         grad = be.xp.zeros(logp.shape, dtype=g.dtype)
-        grad[rows, t] = -g / dtype_of(fmt)(N)
+        grad[rows, t] = -g / storage_dtype(fmt)(N)
         return (grad,)
     return make(be, out, fmt, "nll_loss", [logp], bwd)
 

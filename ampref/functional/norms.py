@@ -13,9 +13,8 @@ import numpy as np
 
 from ..backends import Backend  # type: ignore[attr-defined]  # mapped from backends/
 from ..formats import Format, get_format
-from ..tensor import Tensor, round_to
-from .core import (F32, F64, autocast_args, autocast_inputs, check_tensor, dims_of, dtype_of,
-                   is_wide, make, wide_math)
+from ..tensor import Tensor, round_to, storage_dtype
+from .core import F32, F64, autocast_args, autocast_inputs, check_tensor, dims_of, make, wide_math
 
 __all__ = ["layer_norm", "log_softmax", "rms_norm", "softmax"]
 
@@ -32,7 +31,7 @@ def _shifted_exp(op: str, x: Tensor, dim: int,
     _, forced, _ = autocast_inputs(op, [x])
     fmt = get_format(dtype) if dtype is not None else (forced or x.format)
     be = x.backend
-    cf = F64 if is_wide(fmt) or is_wide(x.format) else F32
+    cf = F64 if fmt.wide or x.format.wide else F32
     m = be.xp.max(x.data, axis=axis, keepdims=True)
     e = wide_math(be, cf, lambda xp, v, mm: xp.exp(v - mm), x.data, m)
     return x, fmt, cf, axis, m, e, be.sum(e, axis, True)
@@ -50,9 +49,9 @@ def softmax(input: Tensor, dim: int, *, dtype: str | Format | None = None) -> Te
         out = round_to(be, e / s, fmt)
 
     def bwd(g: Any) -> tuple[Any]:
-        y = out.astype(dtype_of(cf))
+        y = out.astype(storage_dtype(cf))
         with np.errstate(all="ignore"):
-            gy = (g * y).astype(dtype_of(cf))
+            gy = (g * y).astype(storage_dtype(cf))
             return (y * (g - be.sum(gy, axis, True)),)
     return make(be, out, fmt, "softmax", [x], bwd)
 
@@ -70,7 +69,7 @@ def log_softmax(input: Tensor, dim: int, *, dtype: str | Format | None = None) -
     def bwd(g: Any) -> tuple[Any]:
         p = wide_math(be, cf, lambda xp, v: xp.exp(v), out)
         with np.errstate(all="ignore"):
-            return (g - p * be.sum(g.astype(dtype_of(cf)), axis, True),)
+            return (g - p * be.sum(g.astype(storage_dtype(cf)), axis, True),)
     return make(be, out, fmt, "log_softmax", [x], bwd)
 
 
@@ -114,8 +113,8 @@ def _norm_affine(be: Backend, xhat: Any, weight: Tensor | None, bias: Tensor | N
 
 def _rstd(be: Backend, fmt: Format, var: Any, eps: float) -> Any:
     """fl32(1 / sqrt(fl32(var + eps))), the square root and division in float64."""
-    cf = F64 if is_wide(fmt) else F32
-    return wide_math(be, cf, lambda xp, v: 1.0 / xp.sqrt(v), var + dtype_of(cf)(eps))
+    cf = F64 if fmt.wide else F32
+    return wide_math(be, cf, lambda xp, v: 1.0 / xp.sqrt(v), var + storage_dtype(cf)(eps))
 
 
 def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
@@ -138,7 +137,7 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
     eps = _check_eps("layer_norm", eps)
     (x, weight, bias), _, _ = autocast_args("layer_norm", x, weight, bias)
     be, fmt = x.backend, x.format
-    dt = dtype_of(F64 if is_wide(fmt) else F32)
+    dt = storage_dtype(F64 if fmt.wide else F32)
     n = math.prod(x.shape[a] for a in axes)
     X = x.data.astype(dt)
     with np.errstate(all="ignore"):
@@ -179,7 +178,7 @@ def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
     eps = x.format.eps if eps is None else _check_eps("rms_norm", eps)
     (x, weight), _, _ = autocast_args("rms_norm", x, weight)
     be, fmt = x.backend, x.format
-    dt = dtype_of(F64 if is_wide(fmt) else F32)
+    dt = storage_dtype(F64 if fmt.wide else F32)
     n = math.prod(x.shape[a] for a in axes)
     X = x.data.astype(dt)
     with np.errstate(all="ignore"):

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from ..checks import check_flag
 from ..formats import Format, get_format
-from ..tensor import Tensor, round_to
-from .core import (autocast_inputs, check_flag, check_tensor, dims_of, dtype_of, expand_grad,
-                   is_wide, make)
+from ..tensor import Tensor, round_to, storage_dtype
+from .core import autocast_inputs, check_tensor, dims_of, expand_grad, make
 
 __all__ = ["mean", "sum"]
 
@@ -31,7 +31,7 @@ def sum(input: Tensor, dim: Any = None, keepdim: bool = False, *,
     _, forced, _ = autocast_inputs("sum", [x])
     fmt = get_format(dtype) if dtype is not None else (forced or x.format)
     be, axes = x.backend, dims_of(x, dim)
-    src = x.data.astype(dtype_of(fmt)) if is_wide(fmt) else x.data
+    src = x.data.astype(storage_dtype(fmt)) if fmt.wide else x.data
     out = round_to(be, be.sum(src, axes, keepdims), fmt)
 
     def bwd(g: Any) -> tuple[Any]:
@@ -48,8 +48,8 @@ def mean(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     n = math.prod(x.shape[a] for a in axes) if axes else 1
     s = be.sum(x.data, axes, keepdims)
     with np.errstate(all="ignore"):
-        out = round_to(be, s / dtype_of(x.format)(n), x.format)
+        out = round_to(be, s / storage_dtype(x.format)(n), x.format)
 
     def bwd(g: Any) -> tuple[Any]:
-        return (expand_grad(be.xp, g / dtype_of(x.format)(n), x.shape, axes, keepdims),)
+        return (expand_grad(be.xp, g / storage_dtype(x.format)(n), x.shape, axes, keepdims),)
     return make(be, out, x.format, "mean", [x], bwd)

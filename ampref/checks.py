@@ -1,0 +1,21 @@
+"""Argument checks shared by every layer (layer 0: imports nothing of ampref)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["check_flag"]
+
+
+def check_flag(name: str, v: Any) -> bool:
+    """``v`` as a bool; only bool and NumPy bool are accepted (a string such as "no" is
+    truthy and would silently mean True).
+
+    Raises:
+        TypeError: ``v`` is not a bool (its type and value named).
+    """
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool (True/False), got {type(v).__name__}: {v!r}")
+    return bool(v)
