@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import accumulation, amp, fp8scaling, functional, nn, optim, scaling, tensorcore
+from . import accumulation, amp, functional, nn, optim, recipes, scaling, tensorcore
 from .accumulation import error_bound, matmul
 from .autocast_mode import autocast
 from .policy import MixedPolicy, Policy, get_policy, load_policy
@@ -31,7 +31,7 @@ float4_e2m1fn = FORMATS["float4_e2m1fn"]
 
 __all__ = [
     "FORMATS", "Encoding", "Format", "LossScaler", "RoundingMode", "StaticLossScaler",
-    "fp8scaling", "scaling", "accumulation", "as_ml_dtype", "decode",
+    "recipes", "scaling", "accumulation", "as_ml_dtype", "decode",
     "encode", "error_bound", "matmul", "tensorcore",
     "format_names", "get_format", "get_rounding", "quantize", "value_table",
     "Tensor", "tensor", "no_grad", "autocast", "Policy", "MixedPolicy", "get_policy",

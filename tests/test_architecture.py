@@ -21,7 +21,7 @@ LAYERS = {
     "ampref.atomicio": 0, "ampref.rng": 0,
     "ampref.castkernel": 1, "ampref.cast": 1, "ampref.exactsum": 1,
     "ampref.tensorcore": 2, "ampref.accumulation": 2, "ampref.certified": 2,
-    "ampref.fp8scaling": 2, "ampref.verify": 2, "ampref.testing": 2,
+    "ampref.recipes": 3, "ampref.verify": 2, "ampref.testing": 2,
     "ampref.scaling": 3, "ampref.audit": 3, "ampref.lossscaler": 3, "ampref.policy": 3,
     "ampref.autocast_mode": 3,
     "ampref.backends": 4,

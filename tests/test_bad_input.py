@@ -11,7 +11,7 @@ import pytest
 
 import ampref
 import ampref.functional as F
-from ampref import fp8scaling, nn, optim
+from ampref import nn, optim, recipes
 from ampref.policy import get_policy, load_policy
 from ampref.testing import assert_bitwise_equal
 
@@ -81,14 +81,14 @@ def test_zero_sizes_and_bad_recipe_arguments_name_the_value() -> None:
     with pytest.raises(ValueError, match="num_heads must be an int >= 1, got 0"):
         nn.MultiheadAttention(8, 0)
     with pytest.raises(ValueError, match="MX block size must be a positive int, got 0"):
-        fp8scaling.mx_quantize(np.ones(32), block=0)
+        recipes.mx_quantize(np.ones(32), block=0)
     with pytest.raises(ValueError, match="MX element format must be one of .*got float16"):
-        fp8scaling.mx_quantize(np.ones(32), "fp16")
+        recipes.mx_quantize(np.ones(32), "fp16")
     for bad in (0.0, -1.0, np.nan, np.inf, 1e39):
         with pytest.raises(ValueError, match="scale must be a positive finite float32 value"):
-            fp8scaling.quantize_per_tensor(np.ones(4), bad)
+            recipes.quantize_per_tensor(np.ones(4), bad)
     with pytest.raises(TypeError, match="expected a DelayedState .*got NoneType"):
-        fp8scaling.DelayedScaling().update(None)  # type: ignore[arg-type]
+        recipes.DelayedScaling().update(None)  # type: ignore[arg-type]
 
 
 @pytest.mark.clause("API-ERR-001")

@@ -1,8 +1,8 @@
-"""FP8 scaling recipes: delayed and current per-tensor scaling (Transformer Engine) and
-MX block scaling with E8M0 scales (OCP MX), on top of :mod:`ampref.cast`.
+"""Per-tensor FP8 scaling (Transformer Engine's delayed and current scaling) and the
+amax-to-scale rules that FP8 block scaling shares, one variant per profile.
 
-Clause IDs refer to ``specs/scaling.md`` (FP8-*). All scale arithmetic is float32, as
-in the CUDA kernels; exponents are taken from bits (frexp), never from float32 log2.
+Clause IDs refer to ``specs/recipes.md`` (FP8-*, REC-SCL-*). The TE rules are float32
+arithmetic as in the CUDA kernels; torchao's divides in float64 (REC-SCL-003).
 """
 
 from __future__ import annotations
@@ -13,16 +13,13 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from .cast import encode, quantize
-from .formats import Encoding, Format, get_format
+from ..cast import encode
+from ..formats import Format, get_format
 
 __all__ = ["amax", "DelayedScaling", "DelayedState", "current_scale", "quantize_per_tensor",
-           "mx_scale_exponents", "mx_quantize", "MX_ELEMENTS", "MX_RULES"]
+           "scales_from_amax", "FLT_MAX"]
 
 FLT_MAX = float(np.finfo(np.float32).max)
-MX_RULES = ("floor", "ceil", "even", "rceil")
-#: element formats of the OCP MX v1.0 spec (MXFP8, MXFP6, MXFP4)
-MX_ELEMENTS = ("float8_e4m3fn", "float8_e5m2", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn")
 
 
 def amax(x: npt.ArrayLike) -> np.float32:
@@ -174,78 +171,65 @@ def quantize_per_tensor(x: npt.ArrayLike, scale: float, fp8_format: str = "e4m3"
     return codes, inv
 
 
-# ------------------------------------------------------------------------ MX blocks
-def _floor_log2(a: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-    _, e = np.frexp(a)
-    return (e - 1).astype(np.int64)
+# ------------------------------------------------- amax -> scale, one variant per profile
+def _pow2_mask(s: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """TE kernel: keep sign and exponent bits (round down to a power of two)."""
+    return (s.view(np.uint32) & np.uint32(0xFF800000)).view(np.float32)
 
 
-def mx_scale_exponents(block_amax: npt.ArrayLike, elem: str | Format,
-                       rule: str = "floor") -> npt.NDArray[np.int64]:
-    """Unbiased E8M0 exponent per block (FP8-MX-002). NaN/inf amax -> 128 (NaN code 0xFF);
-    amax 0 -> -127; results clamped to [-127, 127].
-
-    * floor (OCP MX v1.0): floor(log2 amax) - emax_elem
-    * ceil: ceil(log2 amax) - emax_elem
-    * even: floor(log2 of amax rounded to the element's mantissa bits, nearest-even) - emax_elem
-    * rceil (Transformer Engine, cuBLAS): ceil(log2(amax / elem_max)), computed exactly
-    """
-    f = get_format(elem)
-    if rule not in MX_RULES:
-        raise ValueError(f"unknown MX scale rule {rule!r}; choose one of {', '.join(MX_RULES)}")
-    a = np.asarray(block_amax, np.float64)
-    bad = ~np.isfinite(a)
-    safe = np.where(bad | (a <= 0), 1.0, a)
-    emax = f.maxexp_value
-    fl = _floor_log2(safe)
-    if rule == "floor":
-        k = fl - emax
-    elif rule == "ceil":
-        k = fl + (safe > np.ldexp(1.0, fl)) - emax
-    elif rule == "even":
-        wide = Format(name="even-tmp", exponent_bits=8, mantissa_bits=f.mantissa_bits,
-                      bias=127, encoding=Encoding.IEEE)
-        k = _floor_log2(quantize(safe, wide)) - emax
-    else:
-        k = fl - _floor_log2(np.array(f.max))  # candidate; bump while amax > max * 2^k
-        k = np.where(safe > f.max * np.ldexp(1.0, k), k + 1, k)
-        k = np.where(safe <= f.max * np.ldexp(1.0, k - 1), k - 1, k)
-    k = np.where(a == 0, -127, k)
-    k = np.clip(k, -127, 127)
-    return np.where(bad, 128, k)
+def _scales_te(a: Any, fmax: np.float32, eps: float, pow2: bool, inf_value: float) -> Any:
+    """compute_scale_from_amax (recipe_common.cuh), vectorised (REC-SCL-001)."""
+    a = np.where(a < np.float32(eps), np.float32(eps), a)  # NaN < eps is False: NaN passes
+    special = np.isinf(a) | (a == 0) | np.isnan(a)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        s = (fmax / np.where(special, np.float32(1), a)).astype(np.float32)
+    s = np.where(np.isinf(s), np.float32(inf_value), s).astype(np.float32)
+    s = _pow2_mask(s) if pow2 else s
+    return np.where(special, np.float32(1), s).astype(np.float32)
 
 
-def mx_quantize(x: npt.ArrayLike, elem: str | Format = "e4m3", *, block: int = 32,
-                rule: str = "floor") -> dict[str, Any]:
-    """MX quantization along the last axis in blocks of ``block`` (FP8-MX-001).
+def _scales_te_reference(a: Any, fmax: np.float32, eps: float, pow2: bool,
+                         inf_value: float) -> Any:
+    """scale_from_amax_tensor (TE tests/pytorch/references/quantize_scale_calc.py;
+    REC-SCL-002): no inf/NaN rule, inf amax gives scale 0 (pow2 too), NaN stays NaN
+    (pow2: frexp(NaN) has exponent 0, so 2^-1)."""
+    a = np.where(np.isnan(a), a, np.maximum(a, np.float32(eps))).astype(np.float32)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        s = (fmax / a).astype(np.float32)
+    s = np.where(np.isinf(s), np.float32(inf_value), s).astype(np.float32)
+    if pow2:
+        _, e = np.frexp(np.where(np.isnan(s), 1.0, s))
+        e = np.where(np.isnan(s), 0, e)
+        s = np.ldexp(np.float32(1), (e - 1).astype(np.int32)).astype(np.float32)
+        s = np.where(np.isinf(a), np.float32(0), s)
+    return np.where(a == 0, np.float32(1), s).astype(np.float32)
 
-    Returns ``scale_codes`` (E8M0 codes, uint8, one per block), ``elements`` (element
-    values, float32; nearest-even with saturation of normal values, as OCP/torchao/
-    gfloat do), ``dequantized`` (elements * scale, float32).
 
-    Raises:
-        ValueError: last axis not a multiple of ``block``, unknown rule or element format.
-    """
-    f = get_format(elem)
-    if f.name not in MX_ELEMENTS:
-        raise ValueError(f"MX element format must be one of {', '.join(MX_ELEMENTS)} (OCP MX "
-                         f"v1.0), got {f.name}")
-    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
-        raise ValueError(f"MX block size must be a positive int, got {block!r}")
-    arr = np.asarray(x, np.float32)
-    if arr.ndim == 0 or arr.shape[-1] % block:
-        raise ValueError(f"the last axis ({arr.shape[-1] if arr.ndim else 0}) must be a multiple "
-                         f"of the block size {block}")
-    blocks = arr.reshape(*arr.shape[:-1], arr.shape[-1] // block, block).astype(np.float64)
-    # np.max propagates NaN: a block holding NaN or inf gets the NaN scale (FP8-MX-001)
-    k = mx_scale_exponents(np.max(np.abs(blocks), axis=-1), f, rule)
-    nan_block = k == 128
-    kk = np.where(nan_block, 0, k)
-    scaled = blocks / np.ldexp(1.0, kk)[..., None]  # exact: power-of-two scaling in float64
-    elems = quantize(np.nan_to_num(scaled, nan=0.0), f, saturate=True)
-    deq = elems * np.ldexp(1.0, kk)[..., None]
-    deq = np.where(nan_block[..., None], np.nan, deq)
-    codes = np.where(nan_block, 0xFF, kk + 127).astype(np.uint8)
-    shape = arr.shape
-    return {"scale_codes": codes, "elements": elems.reshape(shape).astype(np.float32),
-            "dequantized": deq.reshape(shape).astype(np.float32)}
+def _scales_torchao(a: Any, fmax: np.float32, eps: float, pow2: bool, inf_value: float) -> Any:
+    """torchao amax_to_scale: float64 max / clamp(amax, eps), cast to float32; pow2 =
+    exp2(floor(log2(s))) in float32 (REC-SCL-003). ``inf_value`` is unused: torchao keeps
+    no rule for an infinite scale (it cannot occur with eps > 0)."""
+    del inf_value
+    a64 = np.where(np.isnan(a), np.nan, np.maximum(a.astype(np.float64), eps))
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        s = (np.float64(fmax) / a64).astype(np.float32)
+        if pow2:  # log2f as a correctly rounded float32 (recorded torch vectors agree)
+            lg = np.log2(s.astype(np.float64)).astype(np.float32)
+            s = np.exp2(np.floor(lg)).astype(np.float32)
+    return s.astype(np.float32)
+
+
+_SCALE_RULES = {"te": _scales_te, "te-reference": _scales_te_reference,
+                "torchao": _scales_torchao}
+
+
+def scales_from_amax(a: npt.ArrayLike, fp8_format: str, rule: str, *, epsilon: float,
+                     pow2: bool, inf_value: float) -> tuple[Any, Any]:
+    """(scale, scale_inv) per amax under ``rule`` ("te", "te-reference", "torchao");
+    scale_inv = fl32(1 / scale) (0 -> inf). ``inf_value`` replaces an infinite scale
+    (TE: FLT_MAX per tensor, the input dtype's max for blocks)."""
+    s = _SCALE_RULES[rule](np.asarray(a, np.float32), _fp8_max(fp8_format), epsilon, pow2,
+                           inf_value)
+    with np.errstate(divide="ignore"):
+        inv = (np.float32(1) / s).astype(np.float32)
+    return s, inv

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import ampref
-from ampref.fp8scaling import (FLT_MAX, DelayedScaling, amax, current_scale, mx_quantize,
+from ampref.recipes import (FLT_MAX, DelayedScaling, amax, current_scale, mx_quantize,
                                mx_scale_exponents, quantize_per_tensor)
 
 

@@ -1,0 +1,125 @@
+"""Where two implementations of one recipe disagree, element by element, with the rule
+responsible (specs/recipes.md REC-CMP-001)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .catalog import PROFILES, get_profile, get_recipe
+from .quantize import quantize
+from .tiles import Quantized
+
+__all__ = ["Comparison", "PairDiff", "compare"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairDiff:
+    """Differences between the results of profiles ``a`` and ``b`` (REC-CMP-001)."""
+
+    a: str
+    b: str
+    elements: int           #: elements whose codes differ
+    values: int             #: elements whose dequantized float32 bits differ
+    scales: int             #: block scales whose codes differ
+    global_scale: bool      #: the per-tensor scales differ
+    causes: dict[str, int]  #: differing elements per responsible rule (clause IDs)
+    first: list[dict[str, Any]] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        head = (f"{self.a} vs {self.b}: {self.elements} element codes, {self.values} values, "
+                f"{self.scales} block scales differ"
+                + ("; the per-tensor scale differs" if self.global_scale else ""))
+        out = [head] + [f"  {n:>8}  {why}" for why, n in self.causes.items()]
+        out += [f"  first: index {d['index']} x={d['x']} codes {d['codes']} values "
+                f"{d['values']} ({d['cause']})" for d in self.first]
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    recipe: str
+    results: dict[str, Quantized]
+    pairs: list[PairDiff]
+    skipped: dict[str, str]
+
+    def __str__(self) -> str:
+        lines = [f"recipe {self.recipe}: {', '.join(self.results)}"]
+        lines += [f"  {p}: skipped ({why})" for p, why in self.skipped.items()]
+        for p in self.pairs:
+            lines += p.lines()
+        return "\n".join(lines)
+
+
+def _hex(v: Any) -> str:
+    return f"0x{int(np.asarray(v, np.float32).view(np.uint32)):08x}"
+
+
+def _block_index(q: Quantized, n: int) -> npt.NDArray[np.int64]:
+    """Flat index of each element's scale in q.scale_codes."""
+    shape = q.codes.shape
+    cols = np.arange(n) % shape[-1]
+    rows = np.arange(n) // shape[-1]
+    r, c = q.tile
+    if (r, c) == (0, 0):
+        return np.zeros(n, np.int64)
+    nb = q.scale_codes.shape[-1]
+    return (rows // r) * nb + cols // c
+
+
+def _pair(x: Any, qa: Quantized, qb: Quantized, limit: int) -> PairDiff:
+    ca, cb = qa.codes.reshape(-1), qb.codes.reshape(-1)
+    va, vb = (q.values.reshape(-1).view(np.uint32) for q in (qa, qb))
+    sa, sb = qa.scale_codes.reshape(-1), qb.scale_codes.reshape(-1)
+    ga, gb = qa.global_scale, qb.global_scale
+    gdiff = not np.array_equal(np.asarray(ga, np.float32).view(np.uint32),
+                               np.asarray(gb, np.float32).view(np.uint32)) \
+        if ga is not None and gb is not None else (ga is None) != (gb is None)
+    bi = _block_index(qa, ca.size)
+    sdiff_el = sa[bi] != sb[bi]
+    xf = np.asarray(x, np.float32).reshape(-1)
+    special = np.isnan(xf) | (xf == 0)
+    cause = np.where(sdiff_el, "block scale (REC-SCL/REC-MX/REC-NV4-002)",
+                     np.where(special, "NaN / signed-zero encoding (REC-ELM-001)",
+                              "global scale or element multiplier (REC-NV4-001/003)"
+                              if gdiff else "element multiplier (REC-MX-004/REC-NV4-003)"))
+    diff = np.flatnonzero(ca != cb)
+    causes: dict[str, int] = {}
+    for why in cause[diff]:
+        causes[str(why)] = causes.get(str(why), 0) + 1
+    first = [{"index": int(i), "x": _hex(xf[i]), "codes": f"0x{ca[i]:02x}/0x{cb[i]:02x}",
+              "values": f"{_hex(qa.values.reshape(-1)[i])}/{_hex(qb.values.reshape(-1)[i])}",
+              "cause": str(cause[i])} for i in diff[:limit]]
+    return PairDiff(a=qa.profile, b=qb.profile, elements=int(diff.size),
+                    values=int(np.count_nonzero(va != vb)), scales=int(np.count_nonzero(sa != sb)),
+                    global_scale=bool(gdiff), causes=causes, first=first)
+
+
+def compare(x: npt.ArrayLike, recipe: str, profiles: tuple[str, ...] = ("te", "torchao", "ocp"),
+            *, first: int = 5, **kwargs: Any) -> Comparison:
+    """Quantize ``x`` under every profile of ``profiles`` that implements ``recipe`` and
+    report, per pair, the differing element codes, values and scales, the first
+    ``first`` differing elements in hex and the rule each difference comes from.
+
+    Raises:
+        ValueError: unknown recipe or profile, or fewer than two profiles implement it.
+    """
+    rec = get_recipe(recipe)
+    results: dict[str, Quantized] = {}
+    skipped: dict[str, str] = {}
+    for name in profiles:
+        p = get_profile(name)
+        if rec.name not in p.recipes:
+            skipped[p.name] = f"{p.name} has no {rec.name}"
+            continue
+        results[p.name] = quantize(x, rec, profile=p, **kwargs)
+    if len(results) < 2:
+        have = [p.name for p in PROFILES.values() if rec.name in p.recipes]
+        raise ValueError(f"compare needs two profiles implementing {rec.name!r}; got "
+                         f"{', '.join(results) or 'none'} (profiles that do: {', '.join(have)})")
+    pairs = [_pair(x, results[a], results[b], first) for a, b in combinations(results, 2)]
+    return Comparison(recipe=rec.name, results=results, pairs=pairs, skipped=skipped)

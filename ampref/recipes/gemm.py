@@ -1,0 +1,103 @@
+"""Block-scaled GEMM references: TE's blockwise FP8 equation and decode-then-accumulate for
+MX and NVFP4 (specs/recipes.md REC-GEM-*).
+
+Both operands are quantized along K, their last axis, and the product is A @ B^T
+(``torch.nn.functional.linear``'s and TE's convention): ``qa`` is (M, K), ``qb`` (N, K).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..accumulation import matmul as acc_matmul
+from ..cast import decode
+from ..exactsum import add_rounded
+from ..formats import get_format
+from .tiles import Quantized, dequantize
+
+__all__ = ["matmul"]
+
+_F32 = get_format("float32")
+
+
+def _fma32(a: Any, b: Any, c: Any) -> Any:
+    """fl32(a * b + c), one rounding (a*b is exact in float64 for float32 a, b)."""
+    p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+    return add_rounded(p, np.asarray(c, np.float64), _F32, "nearest_even").astype(np.float32)
+
+
+def _check(qa: Any, qb: Any) -> None:
+    for name, q in (("qa", qa), ("qb", qb)):
+        if not isinstance(q, Quantized):
+            raise TypeError(f"{name} must be a Quantized (from ampref.recipes.quantize), got "
+                            f"{type(q).__name__}")
+        if q.codes.ndim != 2:
+            raise ValueError(f"{name} must be a quantized 2-D matrix, got shape {q.codes.shape}")
+    if qa.recipe != qb.recipe:
+        raise ValueError(f"operands of different recipes: {qa.recipe!r} and {qb.recipe!r}")
+    if qa.codes.shape[1] != qb.codes.shape[1]:
+        raise ValueError(f"K differs: qa is {qa.codes.shape}, qb is {qb.codes.shape} "
+                         f"(the product is qa @ qb.T)")
+
+
+def _fp8_block(qa: Quantized, qb: Quantized, accumulation: str) -> npt.NDArray[np.float32]:
+    """Per 128-wide K chunk an FP32 partial under ``accumulation``, then
+    y = fma(partial * s_a, s_b, y), or fma(partial * s_b, s_a, y) when A has 2-D tiles
+    (TE blockwise_fp8_gemm_reference.py; REC-GEM-001)."""
+    if qa.tile[0] > 1 and qb.tile[0] > 1:
+        raise ValueError("2-D x 2-D tiled FP8 block GEMMs are not supported (TE refuses them)")
+    ea, eb = decode(qa.codes, qa.element), decode(qb.codes, qb.element)
+    M, K = ea.shape
+    N = eb.shape[0]
+    y = np.zeros((M, N), np.float32)
+    ra, rb = qa.tile[0], qb.tile[0]
+    for c, k0 in enumerate(range(0, K, 128)):
+        part = acc_matmul(ea[:, k0:k0 + 128], eb[:, k0:k0 + 128].T, input_format=qa.element,
+                          accumulation=accumulation)
+        sa = qa.scales[np.arange(M) // ra, c][:, None]
+        sb = qb.scales[np.arange(N) // rb, c][None, :]
+        with np.errstate(over="ignore", invalid="ignore"):
+            if ra > 1:
+                y = _fma32((part * sb).astype(np.float32), sa, y)
+            else:
+                y = _fma32((part * sa).astype(np.float32), sb, y)
+    return y
+
+
+def matmul(qa: Quantized, qb: Quantized, *, accumulation: str = "exact") -> npt.NDArray[np.float32]:
+    """qa @ qb^T from two quantized operands of one recipe (float32 result).
+
+    fp8_block: TE's chunked equation (REC-GEM-001). MX and NVFP4: decode each element
+    times its block scale (exact), accumulate over K under ``accumulation`` (any model of
+    :mod:`ampref.accumulation`; "exact" rounds the exact dot product once), then for NVFP4
+    multiply by alpha = fl32(g_a * g_b) (REC-GEM-002). fp8_current/fp8_delayed: the
+    accumulated FP8 products times fl32(s_a * s_b) (cuBLAS's scale_a * scale_b).
+
+    Raises:
+        TypeError/ValueError: not Quantized, not 2-D, different recipes or K, unknown model.
+    """
+    _check(qa, qb)
+    if qa.recipe == "fp8_block":
+        return _fp8_block(qa, qb, accumulation)
+    if qa.tile == (0, 0):
+        part = acc_matmul(decode(qa.codes, qa.element), decode(qb.codes, qb.element).T,
+                          input_format=qa.element, accumulation=accumulation)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return (part * (qa.scales * qb.scales).astype(np.float32)).astype(np.float32)
+    da = _decoded(qa)
+    db = _decoded(qb)
+    y = acc_matmul(da, db.T, input_format="float32", accumulation=accumulation)
+    if qa.global_scale is None or qb.global_scale is None:
+        return y
+    ga, gb = np.asarray(qa.global_scale, np.float32), np.asarray(qb.global_scale, np.float32)
+    alpha = (ga.reshape(-1, 1) if ga.ndim else ga) * (gb.reshape(1, -1) if gb.ndim else gb)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (y * alpha.astype(np.float32)).astype(np.float32)
+
+
+def _decoded(q: Quantized) -> npt.NDArray[np.float32]:
+    """element x block scale, without the per-tensor scale (exact for the recipes here)."""
+    return dequantize(q.codes, q.element, q.scales, q.tile, q.codes.shape, None)
