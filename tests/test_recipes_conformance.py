@@ -168,7 +168,6 @@ def _live(name: str, rec: str, mode: str) -> tuple[Any, Any]:
     return (s.view(torch.uint8).numpy(), d.view(torch.uint8).numpy())
 
 
-@pytest.mark.conformance
 @pytest.mark.clause("REC-MX-003")
 @pytest.mark.parametrize("mode", ["floor", "rceil"])
 def test_mx_matches_live_torchao_when_installed(mode: str) -> None:
@@ -178,3 +177,22 @@ def test_mx_matches_live_torchao_when_installed(mode: str) -> None:
                              scale_rule=mode)
         _bits_equal(q.scale_codes, s, f"live {name} scale codes")
         _bits_equal(q.codes, d, f"live {name} codes")
+
+
+@pytest.mark.clause("REC-NV4-001", "REC-NV4-002", "REC-NV4-003")
+def test_nvfp4_matches_live_torchao_when_installed() -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torchao")
+    from torchao.prototype.mx_formats import nvfp4_tensor
+    for name in ("mixed", "midpoints", "subnormal", "huge", "one_big", "negzero"):
+        x = _vectors()[f"input/{name}"]
+        t = torch.from_numpy(x)
+        pts = nvfp4_tensor.per_tensor_amax_to_scale(torch.max(torch.abs(t)))
+        s, d = nvfp4_tensor.nvfp4_quantize(t, 16, pts)
+        packed = d.view(torch.uint8).numpy()
+        codes = np.empty((packed.shape[0], packed.shape[1] * 2), np.uint8)
+        codes[:, ::2], codes[:, 1::2] = packed & 0xF, packed >> 4
+        q = recipes.quantize(x, "nvfp4", profile="torchao")
+        _bits_equal(q.scale_codes, s.view(torch.uint8).numpy(), f"live {name} scale codes")
+        _bits_equal(q.codes, codes, f"live {name} codes")
+        _bits_equal(q.global_scale, pts.numpy(), f"live {name} per-tensor scale")

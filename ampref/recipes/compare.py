@@ -71,6 +71,34 @@ def _block_index(q: Quantized, n: int) -> npt.NDArray[np.int64]:
     return (rows // r) * nb + cols // c
 
 
+#: per recipe family: (clause of the block-scale rule, the profile field naming its variant)
+_SCALE_RULE = {"nvfp4": ("REC-NV4-002", "nvfp4"), "mx": ("REC-MX-001..003", "mx"),
+               "fp8_block": ("REC-SCL-001..003", "scale"), "per_tensor": ("REC-SCL-001..003",
+                                                                          "scale"),
+               "delayed": ("FP8-DEL-002", "scale")}
+
+
+def _labels(qa: Quantized, qb: Quantized) -> tuple[str, str, str]:
+    """(block-scale, special-input, multiplier) cause labels naming both variants."""
+    fam = get_recipe(qa.recipe).family
+    clause, fieldname = _SCALE_RULE[fam]
+    pa, pb = get_profile(qa.profile), get_profile(qb.profile)
+    va, vb = getattr(pa, fieldname), getattr(pb, fieldname)
+    ra, rb = qa.options.get("scale_rule", pa.mx_rules[0]), qb.options.get("scale_rule",
+                                                                          pb.mx_rules[0])
+    if fam == "mx":
+        va, vb = f"{va} {ra}", f"{vb} {rb}"
+    if fam == "fp8_block":
+        va += " pow2" if qa.options.get("pow2", pa.block_pow2) else ""
+        vb += " pow2" if qb.options.get("pow2", pb.block_pow2) else ""
+    scale = f"block scale: {va} vs {vb} rule ({clause})"
+    special = (f"NaN/zero encoding: {pa.fp4_nan}/{pa.fp4_negative_zero} vs "
+               f"{pb.fp4_nan}/{pb.fp4_negative_zero} (REC-ELM-001)")
+    mult = ("per-tensor scale (REC-NV4-001)" if fam == "nvfp4"
+            else f"element multiplier: {va} vs {vb} ({clause})")
+    return scale, special, mult
+
+
 def _pair(x: Any, qa: Quantized, qb: Quantized, limit: int) -> PairDiff:
     ca, cb = qa.codes.reshape(-1), qb.codes.reshape(-1)
     va, vb = (q.values.reshape(-1).view(np.uint32) for q in (qa, qb))
@@ -83,10 +111,8 @@ def _pair(x: Any, qa: Quantized, qb: Quantized, limit: int) -> PairDiff:
     sdiff_el = sa[bi] != sb[bi]
     xf = np.asarray(x, np.float32).reshape(-1)
     special = np.isnan(xf) | (xf == 0)
-    cause = np.where(sdiff_el, "block scale (REC-SCL/REC-MX/REC-NV4-002)",
-                     np.where(special, "NaN / signed-zero encoding (REC-ELM-001)",
-                              "global scale or element multiplier (REC-NV4-001/003)"
-                              if gdiff else "element multiplier (REC-MX-004/REC-NV4-003)"))
+    l_scale, l_special, l_mult = _labels(qa, qb)
+    cause = np.where(sdiff_el, l_scale, np.where(special, l_special, l_mult))
     diff = np.flatnonzero(ca != cb)
     causes: dict[str, int] = {}
     for why in cause[diff]:

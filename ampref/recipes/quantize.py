@@ -17,7 +17,7 @@ from .hadamard import rht
 from .mx import mx_blocks
 from .nvfp4 import block_scales, four_over_six_pick, global_scales
 from .pertensor import FLT_MAX, DelayedScaling, scales_from_amax
-from .tiles import Quantized, as_float32, block_amax, dequantize, f32, from_blocks, to_blocks
+from .tiles import Quantized, as_float32, block_amax, f32, from_blocks, to_blocks
 
 __all__ = ["quantize"]
 
@@ -193,7 +193,6 @@ def _finish(x32: Any, codes2: Any, scodes: Any, g: Any, *, recipe: str, profile:
     else:
         scale_codes = np.asarray(scodes, np.uint8)
         scales = decode(scale_codes, rec.scale_format).astype(np.float32)
-    values = dequantize(codes, element, scales, tile, x32.shape, g)
-    return Quantized(recipe=recipe, profile=profile, element=element, tile=tile, values=values,
-                     codes=codes, scales=scales, scale_codes=scale_codes,
+    return Quantized(recipe=recipe, profile=profile, element=element, tile=tile, codes=codes,
+                     scales=scales, scale_codes=scale_codes,
                      global_scale=None if g is None else f32(g), options=options)
