@@ -69,8 +69,9 @@ def _load(path: Path, name: str) -> types.ModuleType:
     return mod
 
 
-def te_modules(te: Path) -> tuple[types.ModuleType, types.ModuleType]:
-    """reference_nvfp4 and blockwise_quantizer_reference with TE's own imports stubbed."""
+def te_modules(te: Path) -> tuple[types.ModuleType, types.ModuleType, types.ModuleType]:
+    """reference_nvfp4, blockwise_quantizer_reference and reference_current_scaling with
+    TE's own imports stubbed."""
     pkg = "transformer_engine.pytorch"
     for n in ("transformer_engine", pkg, f"{pkg}.custom_recipes"):
         sys.modules.setdefault(n, types.ModuleType(n))
@@ -92,10 +93,11 @@ def te_modules(te: Path) -> tuple[types.ModuleType, types.ModuleType]:
     sys.modules[f"{pkg}.custom_recipes"].reference_utils = utils  # type: ignore[attr-defined]
     sys.modules[f"{pkg}.custom_recipes"].gemm = sys.modules[f"{pkg}.custom_recipes.gemm"]  # type: ignore[attr-defined]
     nv = _load(cr / "reference_nvfp4.py", "te_reference_nvfp4")
+    cs = _load(cr / "reference_current_scaling.py", "te_reference_current_scaling")
     refs = te / "tests" / "pytorch"
     sys.path.insert(0, str(refs))
     blk = _load(refs / "references" / "blockwise_quantizer_reference.py", "te_blockwise_ref")
-    return nv, blk
+    return nv, blk, cs
 
 
 def _u8(t: object) -> np.ndarray:
@@ -113,9 +115,17 @@ def _fp4_codes(packed: np.ndarray) -> np.ndarray:
 
 def record_te(te: Path, xs: dict[str, np.ndarray], out: dict[str, np.ndarray]) -> None:
     import torch
-    nv, blk = te_modules(te)
+    nv, blk, cs = te_modules(te)
     for name, x in xs.items():
         t = torch.from_numpy(x)
+        for pow2 in (False, True):  # the quantizer's _quantize: (x.float() * scale).to(fp8)
+            amax = torch.amax(torch.abs(t)).view(1)
+            scale, scale_inv, _ = cs._scale_from_amax_tensor(
+                t.dtype, amax=amax, quant_dtype=torch.float8_e4m3fn, eps=0.0,
+                pow_2_scales=pow2)
+            key = f"te-reference/fp8_current/pow2={int(pow2)}/{name}"
+            out[f"{key}/codes"] = _u8((t.float() * scale).to(torch.float8_e4m3fn))
+            out[f"{key}/scales"] = scale_inv.numpy().astype(np.float32).reshape(())
         for tile in ((1, 16), (16, 16)):
             gamax = torch.max(torch.abs(t)).to(torch.float32).view(1)
             q, s = nv.NVFP4QuantizerRef._quantize_blockwise_reference(

@@ -292,3 +292,31 @@ def test_row_scaled_nvfp4_has_one_global_scale_per_row_equal_to_each_row_alone()
         alone = recipes.quantize(x[i:i + 1], "nvfp4")
         assert np.array_equal(q.codes[i], alone.codes[0])
         assert q.global_scale[i] == alone.global_scale
+
+
+@pytest.mark.clause("REC-MX-004", "REC-TIL-001")
+def test_mx_32x32_tiles_share_one_scale_per_tile() -> None:
+    x = _x(16, (64, 64))
+    x[::32, ::32] = 1e4  # one big element per 32x32 tile
+    two = recipes.quantize(x, "mxfp8_e4m3", tile=(32, 32))
+    assert two.scales.shape == (2, 2)
+    row = recipes.quantize(x, "mxfp8_e4m3")  # 1x32: only the rows holding 1e4 agree
+    assert np.array_equal(np.repeat(np.repeat(two.scale_codes, 32, 0), 1, 1)[::32],
+                          row.scale_codes[::32])
+
+
+@pytest.mark.clause("REC-GEM-002")
+def test_nvfp4_gemm_under_the_h100_tensor_core_model_is_within_its_rigorous_bound() -> None:
+    from ampref import error_bound
+    qa, qb = recipes.quantize(_x(17, (4, 64)), "nvfp4"), recipes.quantize(_x(18, (3, 64)), "nvfp4")
+    tc = recipes.matmul(qa, qb, accumulation="tensorcore:h100")
+    da, db = (q.codes.view(ml_dtypes.float4_e2m1fn).astype(np.float64) * np.repeat(
+        q.scales.astype(np.float64), 16, axis=1) for q in (qa, qb))
+    exact = da @ db.T
+    bound = error_bound(da[:, None, :], db[None, :, :], accumulation="tensorcore:h100",
+                        input_format="bfloat16")
+    alpha = np.float64(np.float32(qa.global_scale) * np.float32(qb.global_scale))
+    err = np.abs(tc.astype(np.float64) - exact * alpha)
+    # the model's rounding of the dot (bound) scaled by alpha, plus one float32 rounding of
+    # the product by alpha
+    assert np.all(err <= bound * alpha + np.abs(exact * alpha) * 2.0**-24 + 1e-300), err

@@ -103,6 +103,17 @@ def test_fp8_block_matches_te_python_reference_bitwise(key: str) -> None:
     _bits_equal(q.scales, v[f"{key}/scales"], f"{key} scales")
 
 
+@pytest.mark.clause("REC-SCL-002", "REC-SCL-004")
+@pytest.mark.parametrize("key", _cases("te-reference/fp8_current/"))
+def test_fp8_current_matches_te_python_reference_bitwise(key: str) -> None:
+    v = _vectors()
+    _, _, pow2, name = key.split("/")
+    q = recipes.quantize(v[f"input/{name}"], "fp8_current", profile="te-reference",
+                         pow2=pow2 == "pow2=1")
+    _bits_equal(_canon(q.codes, q.element), _canon(v[f"{key}/codes"], q.element), f"{key} codes")
+    _bits_equal(q.scales, v[f"{key}/scales"], f"{key} scale_inv")
+
+
 @pytest.mark.clause("REC-MX-003", "REC-MX-004", "REC-ELM-001")
 @pytest.mark.parametrize("key", _cases("torchao/mx"))
 def test_mx_matches_torchao_bitwise(key: str) -> None:

@@ -89,7 +89,10 @@ def matmul(qa: Quantized, qb: Quantized, *, accumulation: str = "exact") -> npt.
             return (part * (qa.scales * qb.scales).astype(np.float32)).astype(np.float32)
     da = _decoded(qa)
     db = _decoded(qb)
-    y = acc_matmul(da, db.T, input_format="float32", accumulation=accumulation)
+    # decoded NVFP4/MX values have at most 6 significant bits: bf16 holds them, and the
+    # tensor-core models take bf16 (a value outside bf16's range is refused, named)
+    fin = "bfloat16" if accumulation.startswith("tensorcore:") else "float32"
+    y = acc_matmul(da, db.T, input_format=fin, accumulation=accumulation)
     if qa.global_scale is None or qb.global_scale is None:
         return y
     ga, gb = np.asarray(qa.global_scale, np.float32), np.asarray(qb.global_scale, np.float32)
