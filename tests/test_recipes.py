@@ -278,9 +278,28 @@ def test_bad_input_names_the_value_and_the_choices() -> None:
         recipes.quantize(x, "mxfp8_e4m3", scale_rule="floor")
     with pytest.raises(ValueError, match="2-D tiles"):
         recipes.quantize(np.ones((2, 16, 32), np.float32), "nvfp4", tile=(16, 16))
+    with pytest.raises(TypeError, match="epsilon must be a number, got str"):
+        recipes.quantize(x, "fp8_current", epsilon="tiny")
+    with pytest.raises(ValueError, match="epsilon must be a finite number >= 0, got -1"):
+        recipes.quantize(x, "fp8_block", epsilon=-1)
+    with pytest.raises(ValueError, match="unknown fp8_format 'e3m4'; choose e4m3 or e5m2"):
+        recipes.quantize(x, "fp8_current", fp8_format="e3m4")
+    with pytest.raises(TypeError, match="pow2 must be a bool"):
+        recipes.quantize(x, "fp8_block", pow2="yes")
     with pytest.raises(ValueError, match="multiple of 16"):
         recipes.quantize(np.ones((2, 24), np.float32), "nvfp4", hadamard=True)
 
+
+
+@pytest.mark.clause("REC-PRF-001")
+def test_a_user_profile_is_a_row_of_data() -> None:
+    from dataclasses import replace
+    mine = replace(recipes.PROFILES["te"], name="te-torch-amax", amax="torch")
+    x = _x(19, (2, 32))
+    x[0, 3] = np.nan
+    q = recipes.quantize(x, "mxfp8_e4m3", profile=mine)
+    assert q.scale_codes[0, 0] == 0xFF  # NaN propagates into the amax under "torch"
+    assert recipes.quantize(x, "mxfp8_e4m3").scale_codes[0, 0] != 0xFF  # fmaxf ignores it
 
 
 @pytest.mark.clause("REC-NV4-005")

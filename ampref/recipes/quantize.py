@@ -28,7 +28,7 @@ _SOURCE_MAX = {"float32": FLT_MAX, "float64": FLT_MAX, "float16": 65504.0,
 
 def _check(recipe: Recipe, profile: Profile, tile: Any, rounding: Any,
            options: dict[str, Any], ndim: int) -> tuple[int, int]:
-    if profile.name not in PROFILES or recipe.name not in profile.recipes:
+    if recipe.name not in profile.recipes:
         have = [p.name for p in PROFILES.values() if recipe.name in p.recipes]
         raise ValueError(f"profile {profile.name!r} does not implement recipe {recipe.name!r}; "
                          f"profiles that do: {', '.join(have)}")
@@ -50,6 +50,14 @@ def _check(recipe: Recipe, profile: Profile, tile: Any, rounding: Any,
     if t[0] > 1 and ndim != 2:
         raise ValueError(f"2-D tiles {t} need a 2-D (weight) matrix, got {ndim} axes")
     return t
+
+
+def _nonneg(name: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number, got {type(v).__name__}: {v!r}")
+    if not (np.isfinite(v) and v >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+    return float(v)
 
 
 def quantize(x: npt.ArrayLike, recipe: str | Recipe, *, profile: str | Profile = "te",
@@ -93,7 +101,7 @@ def quantize(x: npt.ArrayLike, recipe: str | Recipe, *, profile: str | Profile =
     kw["element"] = element
     if rec.family == "delayed":
         return _delayed(x32, prof, fmt, options, kw)
-    eps = float(options.get("epsilon", prof.epsilon))
+    eps = _nonneg("epsilon", options.get("epsilon", prof.epsilon))
     pow2 = check_flag("pow2", options.get("pow2", prof.block_pow2 and rec.family == "fp8_block"))
     x2 = x32.reshape(-1, x32.shape[-1])
     if rec.family == "per_tensor":
@@ -133,7 +141,7 @@ def _nvfp4(x32: Any, rec: Recipe, prof: Profile, t: tuple[int, int], rounding: s
     row_scaled = check_flag("row_scaled", options.get("row_scaled", False))
     fos = check_flag("four_over_six", options.get("four_over_six", False))
     per_tensor = check_flag("per_tensor_scale", options.get("per_tensor_scale", True))
-    e4m3_max = float(options.get("four_over_six_e4m3_max", 448))
+    e4m3_max = _nonneg("four_over_six_e4m3_max", options.get("four_over_six_e4m3_max", 448))
     err = str(options.get("four_over_six_error", "mae")).lower()
     if err not in ("mae", "mse") or e4m3_max not in (448.0, 256.0):
         raise ValueError(f"four_over_six_error must be 'mae' or 'mse' and "
