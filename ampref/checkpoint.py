@@ -14,6 +14,7 @@ import numpy as np
 
 from . import nn
 from .atomicio import atomic_write_with
+from .recipes import DelayedState
 from .run import Run, RunState
 from .scaling import ScaleEvent
 from .trainconfig import TrainConfig, TrainError
@@ -36,6 +37,10 @@ def checkpoint_payload(run: Run) -> dict[str, np.ndarray]:
     for i, m in enumerate(osd["master"]):
         if m is not None:
             arrays[f"master/{i}"] = np.asarray(m)
+    for name, lin in run.quantized.items():  # delayed scaling: scale and amax history
+        for role, st in ({} if lin.quant_state is None else lin.quant_state.delayed).items():
+            arrays[f"quant/{name}/{role}/scale"] = np.asarray(st.scale, np.float32)
+            arrays[f"quant/{name}/{role}/history"] = np.asarray(st.history, np.float32)
     meta = {"version": FORMAT_VERSION, "config": run.cfg.identity(), "step": run.state.step,
             "target_steps": run.cfg.steps,
             "opt": {"steps": osd["steps"], "lr": osd["lr"]},
@@ -45,6 +50,7 @@ def checkpoint_payload(run: Run) -> dict[str, np.ndarray]:
                 "state": _jsonable(run.scaler.state_dict(full=True)),
                 "events": run.scaler.audit_log()},
             "run": {"history": run.state.history, "layer_series": run.state.layer_series,
+                    "quant_series": run.state.quant_series, "what_if": run.state.what_if,
                     "hists": run.state.hists, "wall": run.state.wall},
             "modules": {n: getattr(m, "offset", 0) for n, m in run.model.named_modules()
                         if isinstance(m, nn.Dropout)}}
@@ -94,10 +100,41 @@ def load_checkpoint(run: Run, path: Path) -> None:
             ev = dict(ev)
             ev.pop("applied", None)
             run.scaler.audit.append(ScaleEvent(**ev))
+    _load_quant_states(run, arrays, path)
     saved = meta["run"]
     run.state = RunState(step=meta["step"], history=saved["history"],
-                         layer_series=saved["layer_series"], hists=saved["hists"],
+                         layer_series=saved["layer_series"],
+                         quant_series=saved.get("quant_series", {}),
+                         what_if=saved.get("what_if", []), hists=saved["hists"],
                          wall=saved["wall"])
+
+
+def _load_quant_states(run: Run, arrays: dict[str, np.ndarray], path: Path) -> None:
+    """Delayed-scaling states back into the quantized layers, validated like new ones
+    (TRN-CKP-003): every layer and role the run keeps, a positive finite float32 scale,
+    a float32 history of the recipe's length."""
+    keys = {k for k in arrays if k.startswith("quant/")}
+    for name, lin in run.quantized.items():
+        st = lin.quant_state
+        if st is None:
+            continue
+        st.delayed = {}
+        for role in ("x", "w", "g"):
+            sk, hk = f"quant/{name}/{role}/scale", f"quant/{name}/{role}/history"
+            if sk not in arrays:
+                continue
+            keys -= {sk, hk}
+            scale, hist = arrays[sk], arrays.get(hk)
+            if (scale.shape != () or scale.dtype != np.float32 or not np.isfinite(scale)
+                    or scale <= 0 or hist is None or hist.dtype != np.float32
+                    or hist.shape != (1024,)):
+                raise TrainError(f"checkpoint {str(path)!r}: bad delayed-scaling state for "
+                                 f"{name}/{role} (scale {scale!r}, history "
+                                 f"{None if hist is None else hist.shape})")
+            st.delayed[role] = DelayedState(scale=np.float32(scale), history=hist.copy())
+    if keys:
+        raise TrainError(f"checkpoint {str(path)!r} holds quantizer states this run does not "
+                         f"keep: {', '.join(sorted(keys)[:3])}")
 
 
 def read_checkpoint(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

@@ -34,7 +34,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 # train flags that map one to one onto TrainConfig fields
 _TRAIN_FIELDS = ("steps", "seed", "batch", "context", "width", "heads", "blocks", "lr", "profile",
-                 "static_scale", "inject_nonfinite", "checkpoint_every", "data", "backend")
+                 "static_scale", "inject_nonfinite", "checkpoint_every", "data", "backend",
+                 "recipe_profile")
 
 
 def _given(args: argparse.Namespace) -> dict[str, Any]:
@@ -78,6 +79,9 @@ def _train(args: argparse.Namespace) -> int:
     if "profile" in given and not any(MODES[m].scaler == "dynamic" for m in modes):
         raise TrainError(f"--profile {given['profile']} sets the dynamic loss scaler, which "
                          f"none of {', '.join(modes)} uses (amp-fp16 does)")
+    if "recipe_profile" in given and not any(MODES[m].recipe for m in modes):
+        raise TrainError(f"--recipe-profile {given['recipe_profile']} sets the arithmetic of the "
+                         f"FP8/FP4 modes, none of which is among {', '.join(modes)}")
     if "static_scale" in given and "fp16-static" not in modes:
         raise TrainError("--static-scale sets the scale of fp16-static, which is not among "
                          f"{', '.join(modes)}")
@@ -120,7 +124,7 @@ def _add_verify(sub: Any) -> None:
 
 def _add_train(sub: Any) -> None:
     from .scaling import PROFILES
-    from .trainconfig import DEFAULT_COMPARE, MODES, TrainConfig
+    from .trainconfig import DEFAULT_COMPARE, MODES, RECIPE_PROFILES, TrainConfig
 
     d = TrainConfig()
     t = sub.add_parser(
@@ -151,6 +155,9 @@ def _add_train(sub: Any) -> None:
                        help=f"{text} (default {getattr(d, name)})")
     t.add_argument("--profile", choices=list(PROFILES),
                    help=f"loss-scaler profile of amp-fp16 (default {d.profile})")
+    t.add_argument("--recipe-profile", choices=list(RECIPE_PROFILES),
+                   help=f"implementation whose arithmetic the FP8/FP4 modes use (default "
+                        f"{d.recipe_profile})")
     t.add_argument("--static-scale", type=float,
                    help=f"loss scale of fp16-static (default {d.static_scale:g})")
     t.add_argument("--inject-nonfinite", type=float, metavar="RATE",

@@ -18,6 +18,7 @@ import numpy as np
 
 from .formats import get_format
 from .stats import LOG2_BINS
+from .quantreport import what_if_lines, write_quant_plot
 
 __all__ = ["write_report", "write_compare_plot"]
 
@@ -75,7 +76,8 @@ def _hist_grid(plt: Any, hists: dict[str, list[int]], title: str, fmt_name: str,
 
 
 def write_report(run: Any, out: Path, summary: dict[str, Any]) -> None:
-    """Write loss.png, scale.png, hist_*.png, underflow.png and report.md into ``out``."""
+    """Write loss.png, scale.png, hist_*.png, underflow.png (recipe modes: quantization.png
+    and the what-if table) and report.md into ``out``."""
     plt = _plt()
     st = run.state
     h = [r for r in st.history if not r.get("removed")]
@@ -117,6 +119,12 @@ def write_report(run: Any, out: Path, summary: dict[str, Any]) -> None:
                    fmt_name, out / "hist_activations.png")
 
     _underflow_plot(plt, st.layer_series, out / "underflow.png")
+    quant = []
+    if st.quant_series:
+        write_quant_plot(plt, st.quant_series, run.cfg.precision, out / "quantization.png")
+        quant = ["## Quantization (FP8/FP4 GEMMs of the block linears)", "",
+                 "![quantization per layer](quantization.png)", "",
+                 *what_if_lines(st.what_if, summary["steps"] - 1), ""]
 
     sc = "-" if summary["final_scale"] is None else f"{summary['final_scale']:g}"
     lines = [
@@ -141,6 +149,7 @@ def write_report(run: Any, out: Path, summary: dict[str, Any]) -> None:
         "![gradient histograms](hist_gradients.png)", "",
         "![activation histograms](hist_activations.png)", "",
         "![underflow](underflow.png)", "",
+        *quant,
         "Files: `metrics.json`, `metrics.csv` (one row per step), `final.npz` (float32 master "
         "weights by parameter name), `ckpt/` (checkpoints).",
     ]

@@ -14,6 +14,11 @@ Modes (``MODES``):
   whose gradients overflow are still skipped.
 * ``fp16-noscale``: autocast to float16 without scaling: small gradients flush to zero.
 * ``pure-fp16``: parameters, activations and gradients in float16, no master weights.
+* ``fp8-delayed``, ``fp8-current``, ``fp8-block``, ``mxfp8``, ``nvfp4``: the linear
+  layers of the transformer blocks run their three GEMMs under that training recipe
+  (``ampref.recipes.roles``; ``--recipe-profile te|torchao``), everything else under bf16
+  autocast, float32 master weights; per layer and role the quantization statistics are
+  recorded every step (TRN-QNT-*).
 
 A run is a pure function of (config, seed): batch ``s`` is drawn from the counter-based
 hash at counter ``s * batch``, every op is deterministic (specs/engine.md), so resuming
@@ -33,6 +38,7 @@ from . import nn, optim
 from .autocast_mode import autocast
 from .corpus import Corpus
 from .faults import FaultInjection
+from .quantreport import what_if
 from .rng import Generator
 from .lossscaler import LossScaler, StaticLossScaler
 from .scaling import PROFILES
@@ -40,7 +46,10 @@ from .stats import StepStats, log2_hist
 from .tensor import Tensor, no_grad, observe_gradients
 from .trainconfig import MODES, TrainConfig
 
-__all__ = ["CharTransformer", "Run", "RunState"]
+__all__ = ["CharTransformer", "Run", "RunState", "QUANT_COLUMNS"]
+
+#: the per-role quantization statistics recorded each step (after the step number)
+QUANT_COLUMNS = ("amax", "underflow_pct", "saturation_pct", "rel_mse", "scale_min", "scale_max")
 
 
 class CharTransformer(nn.Module):
@@ -71,6 +80,11 @@ class RunState:
     step: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     layer_series: dict[str, list[list[float]]] = field(default_factory=dict)
+    #: recipe modes: "layer/role" -> rows [step, amax, underflow %, saturation %, rel MSE,
+    #: scale min, scale max] (TRN-QNT-004)
+    quant_series: dict[str, list[list[float]]] = field(default_factory=dict)
+    #: recipe modes: the last step's tensors under every recipe and profile (TRN-QNT-005)
+    what_if: list[dict[str, Any]] = field(default_factory=list)
     hists: dict[str, Any] = field(default_factory=dict)
     wall: float = 0.0
 
@@ -107,6 +121,13 @@ class Run:
         self.faults = FaultInjection(seed=cfg.seed, rate=cfg.inject_nonfinite)
         self._acts: dict[str, np.ndarray] = {}
         self._capture = False
+        #: the block linears that run under the mode's recipe, by name
+        self.quantized: dict[str, nn.Linear] = {}
+        if self.mode.recipe is not None:
+            for name, m in self.model.named_modules():
+                if isinstance(m, nn.Linear) and name.startswith("block"):
+                    m.use_recipe(self.mode.recipe, cfg.recipe_profile, collect=True)
+                    self.quantized[name] = m
         for name, m in self.model.named_modules():
             watched = (nn.TransformerBlock, nn.Linear, nn.LayerNorm, nn.Embedding)
             if name and isinstance(m, watched) and name.count(".") <= 1:
@@ -151,6 +172,12 @@ class Run:
         stats = StepStats()
         stats.keep_raw = bool(hist_now)
         self.opt.zero_grad()
+        last = s == cfg.steps - 1
+        for i, m in enumerate(self.quantized.values()):
+            # stochastic rounding: one seed per (run seed, step, layer), so resume replays it
+            m.quant_seed = (cfg.seed * 1_000_003 + s) * 64 + i
+            if m.quant_state is not None:
+                m.quant_state.keep = last
         loss = self.loss_on(ids)
         self._capture = False
         with observe_gradients(stats):
@@ -176,11 +203,26 @@ class Run:
                    grad_nonzero=nz, grad_below_fp16=tiny)
         for name, (n, u, o) in stats.layers.items():
             self.state.layer_series.setdefault(name, []).append([s, u / max(n, 1), o / max(n, 1)])
+        self._record_quant(s)
+        if last and self.quantized:
+            ops = {n: m.quant_state.operands for n, m in self.quantized.items()
+                   if m.quant_state is not None}
+            self.state.what_if = what_if(ops)
+            for m in self.quantized.values():
+                if m.quant_state is not None:
+                    m.quant_state.keep, m.quant_state.operands = False, {}
         if hist_now:
             self._record_hists(s, stats, scale_used)
         self.state.step += 1
         self.state.history.append(rec)
         return rec
+
+    def _record_quant(self, s: int) -> None:
+        for name, m in self.quantized.items():
+            st = m.quant_state
+            for role, d in ({} if st is None else st.stats).items():
+                row = [float(s)] + [float(d[k]) for k in QUANT_COLUMNS]
+                self.state.quant_series.setdefault(f"{name}/{role}", []).append(row)
 
     def _record_hists(self, s: int, stats: StepStats, scale: float) -> None:
         h: dict[str, Any] = {"activations": {k: log2_hist(v) for k, v in self._acts.items()},

@@ -23,6 +23,7 @@ from .atomicio import atomic_write
 from .checkpoint import (atomic_savez, latest_checkpoint, load_checkpoint, save_checkpoint,
                          tidy)
 from .corpus import Corpus, load_corpus
+from .quantreport import ROLE_NAMES, quant_summary
 from .report import write_compare_plot, write_report
 from .run import Run
 from .tensor import Tensor
@@ -139,6 +140,7 @@ def _summary(run: Run) -> dict[str, Any]:
         "overflow_fraction": (sum(r.get("overflow", 0) for r in h) / low) if low else 0.0,
         "grad_below_fp16_fraction": (sum(r.get("grad_below_fp16", 0) for r in h)
                                      / max(1, sum(r.get("grad_nonzero", 0) for r in h))),
+        "quant": quant_summary(run.state.quant_series),
         "wall_s": run.state.wall,
         "steps_per_s": len(steps_timed) / sum(steps_timed) if steps_timed else 0.0,
     }
@@ -147,7 +149,8 @@ def _summary(run: Run) -> dict[str, Any]:
 def _write_metrics(run: Run, out: Path, summary: dict[str, Any]) -> None:
     atomic_write(str(out / "metrics.json"), json.dumps(
         {"config": asdict(run.cfg), "summary": summary, "history": run.state.history,
-         "layers": run.state.layer_series,
+         "layers": run.state.layer_series, "quant_series": run.state.quant_series,
+         "what_if": run.state.what_if,
          "scaler_events": run.scaler.audit_log() if run.scaler is not None else []},
         indent=1, default=str) + "\n")
     keys = ["step", "loss", "scale", "scale_after", "applied", "injected", "removed", "underflow",
@@ -180,10 +183,25 @@ def compare(cfg: TrainConfig, modes: list[str], out: str | Path, *, progress: bo
         rows.append(train(c, out / m, progress=progress, report=report))
     atomic_write(str(out / "compare.json"), json.dumps(rows, indent=1) + "\n")
     table = compare_table(rows)
-    atomic_write(str(out / "compare.md"), table + "\n")
+    quant = quant_table(rows)
+    atomic_write(str(out / "compare.md"), table + "\n" + (f"\n{quant}\n" if quant else ""))
     if report:
         write_compare_plot(out, modes)
     return rows
+
+
+def quant_table(rows: list[dict[str, Any]]) -> str:
+    """The FP8/FP4 modes' quantization, per tensor role, averaged over steps and layers."""
+    q = [r for r in rows if r.get("quant")]
+    if not q:
+        return ""
+    lines = ["| mode | tensor | relative MSE | underflow to 0 % | clipped % |",
+             "|---|---|---|---|---|"]
+    for r in q:
+        for role, d in r["quant"].items():
+            lines.append(f"| {r['mode']} | {ROLE_NAMES[role]} | {d['rel_mse']:.2e} "
+                         f"| {d['underflow_pct']:.3f} | {d['saturation_pct']:.3f} |")
+    return "\n".join(lines)
 
 
 def compare_table(rows: list[dict[str, Any]]) -> str:

@@ -11,7 +11,8 @@ import numpy as np
 
 from .scaling import PROFILES
 
-__all__ = ["DEFAULT_COMPARE", "MAX_MODEL_BYTES", "MODES", "Mode", "TrainConfig", "TrainError"]
+__all__ = ["DEFAULT_COMPARE", "MAX_MODEL_BYTES", "MODES", "Mode", "RECIPE_PROFILES", "TrainConfig",
+           "TrainError"]
 
 MAX_MODEL_BYTES = 8 * 2**30  # refuse configurations whose arrays would need more memory
 
@@ -26,6 +27,8 @@ class Mode:
     scaler: str | None  # "dynamic" | "static" | None
     params: str = "float32"
     master_weights: bool = True
+    #: GEMM recipe of the transformer blocks' linear layers (ampref.recipes.roles)
+    recipe: str | None = None
     about: str = ""
 
 
@@ -39,7 +42,17 @@ MODES: dict[str, Mode] = {
     "fp16-noscale": Mode(autocast="float16", scaler=None, about="fp16 autocast, no loss scaling"),
     "pure-fp16": Mode(autocast=None, scaler=None, params="float16", master_weights=False,
                       about="fp16 weights, activations and gradients, no master weights"),
+    **{name: Mode(autocast="bfloat16", scaler=None, recipe=name,
+                  about=f"{about}; the rest in bf16 autocast")
+       for name, about in (
+           ("fp8-delayed", "block linears in FP8, delayed per-tensor scaling (E4M3/E5M2)"),
+           ("fp8-current", "block linears in FP8, current per-tensor scaling (E4M3/E5M2)"),
+           ("fp8-block", "block linears in FP8, 1x128/128x128 block scales"),
+           ("mxfp8", "block linears in MXFP8 E4M3, E8M0 scales per 32"),
+           ("nvfp4", "block linears in NVFP4 (SR gradients, Hadamard on wgrad)"))},
 }
+#: recipe profiles a run can use per mode (te everywhere; torchao where it ships the recipe)
+RECIPE_PROFILES = ("te", "torchao")
 DEFAULT_COMPARE = ("fp32", "amp-fp16", "amp-bf16", "fp16-noscale")
 
 
@@ -65,6 +78,7 @@ class TrainConfig:
     data: str | None = None
     backend: str = "numpy"
     skip_steps: tuple[int, ...] = field(default=())
+    recipe_profile: str = "te"
 
     def __post_init__(self) -> None:
         # a configuration validates itself: no invalid TrainConfig can exist
@@ -86,6 +100,12 @@ class TrainConfig:
                                  f"{0 if name == 'steps' else 1}, got {v!r}")
         if not isinstance(self.hist_every, int) or self.hist_every < 0:
             raise TrainError(f"hist_every must be an integer >= 0, got {self.hist_every!r}")
+        if self.recipe_profile not in RECIPE_PROFILES:
+            raise TrainError(f"unknown --recipe-profile {self.recipe_profile!r}; choose one of "
+                             f"{', '.join(RECIPE_PROFILES)}")
+        if self.recipe_profile == "torchao" and self.precision == "fp8-delayed":
+            raise TrainError("--recipe-profile torchao has no fp8-delayed (torchao removed "
+                             "delayed scaling in 2025-02); use te")
         if self.width % self.heads:
             raise TrainError(f"--width {self.width} must be divisible by --heads {self.heads}")
         need = self.memory_estimate()
@@ -129,5 +149,7 @@ class TrainConfig:
     def identity(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("steps")
+        if MODES[self.precision].recipe is None:  # only recipe modes have a recipe profile
+            d.pop("recipe_profile")
         d["skip_steps"] = list(self.skip_steps)
         return d

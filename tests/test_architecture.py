@@ -29,7 +29,7 @@ LAYERS = {
     "ampref.functional": 6,
     "ampref.nn": 7, "ampref.optim": 7, "ampref.amp": 7,
     "ampref.stats": 8, "ampref.trainconfig": 8, "ampref.corpus": 8, "ampref.faults": 8,
-    "ampref.run": 8, "ampref.checkpoint": 8,
+    "ampref.run": 8, "ampref.checkpoint": 8, "ampref.quantreport": 8,
     "ampref.report": 9,
     "ampref.train": 10,
     "ampref.cli": 11, "ampref.__main__": 11,

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import functional as F
 from ..formats import Format, get_format
+from ..functional.quantized import QuantState, quantized_linear
 from ..rng import Generator
 from ..tensor import Tensor, tensor
 
@@ -180,8 +181,27 @@ class Linear(Module):
         self.weight = Parameter(g.uniform((out_features, in_features), -k, k), backend=backend)
         self.bias = Parameter(g.uniform((out_features,), -k, k), backend=backend) if bias else None
         self.accumulation = accumulation
+        #: a training recipe for the three GEMMs (``ampref.recipes.roles.GEMM_RECIPES``),
+        #: its profile, the per-layer quantizer state and the stochastic-rounding seed of
+        #: the current call; None runs the plain linear (TRN-QNT-001)
+        self.recipe: str | None = None
+        self.recipe_profile = "te"
+        self.quant_state: QuantState | None = None
+        self.quant_seed = 0
+
+    def use_recipe(self, recipe: str | None, profile: str = "te", *,
+                   collect: bool = False) -> None:
+        """Run this layer's GEMMs under ``recipe`` (None: back to the plain linear), with a
+        fresh quantizer state."""
+        self.recipe, self.recipe_profile = recipe, profile
+        self.quant_state = QuantState(collect=collect) if recipe is not None else None
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.recipe is not None:
+            return quantized_linear(x, self.weight, self.bias, recipe=self.recipe,
+                                      profile=self.recipe_profile,
+                                      accumulation=self.accumulation, seed=self.quant_seed,
+                                      state=self.quant_state)
         return F.linear(x, self.weight, self.bias, accumulation=self.accumulation)
 
 

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..accumulation import matmul as acc_matmul
+from ..accumulation import matmul as _model_matmul
+from ..certified import matmul_f32
 from ..cast import decode
 from ..exactsum import add_rounded
 from ..formats import get_format
@@ -27,6 +28,26 @@ def _fma32(a: Any, b: Any, c: Any) -> Any:
     """fl32(a * b + c), one rounding (a*b is exact in float64 for float32 a, b)."""
     p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
     return add_rounded(p, np.asarray(c, np.float64), _F32, "nearest_even").astype(np.float32)
+
+
+def acc_matmul(a: Any, b: Any, *, input_format: str, accumulation: str) -> Any:
+    """a @ b under an accumulation model; "exact" (fl32 of the exact sum) runs through
+    ampref.certified at BLAS speed, the same numbers as accumulation.matmul's exact."""
+    if accumulation == "exact":
+        return matmul_f32(np.asarray(a, np.float32), np.asarray(b, np.float32))
+    return _model_matmul(a, b, input_format=input_format, accumulation=accumulation)
+
+
+def _input_format(qa: Quantized, qb: Quantized, accumulation: str) -> str:
+    """The operands' common element format; mixed E4M3 x E5M2 (HYBRID dgrad and wgrad)
+    are all float16 values, exact for every model except the tensor-core ones, whose
+    mixed-FP8 rows are not modelled yet (refused, named)."""
+    if qa.element == qb.element:
+        return qa.element
+    if accumulation.startswith("tensorcore:"):
+        raise ValueError(f"the tensor-core models have no mixed {qa.element} x {qb.element} "
+                         f"path; use accumulation 'exact', 'sequential' or 'pairwise'")
+    return "float16"
 
 
 def _check(qa: Any, qb: Any) -> None:
@@ -55,7 +76,8 @@ def _fp8_block(qa: Quantized, qb: Quantized, accumulation: str) -> npt.NDArray[n
     y = np.zeros((M, N), np.float32)
     ra, rb = qa.tile[0], qb.tile[0]
     for c, k0 in enumerate(range(0, K, 128)):
-        part = acc_matmul(ea[:, k0:k0 + 128], eb[:, k0:k0 + 128].T, input_format=qa.element,
+        part = acc_matmul(ea[:, k0:k0 + 128], eb[:, k0:k0 + 128].T,
+                          input_format=_input_format(qa, qb, accumulation),
                           accumulation=accumulation)
         sa = qa.scales[np.arange(M) // ra, c][:, None]
         sb = qb.scales[np.arange(N) // rb, c][None, :]
@@ -84,7 +106,8 @@ def matmul(qa: Quantized, qb: Quantized, *, accumulation: str = "exact") -> npt.
         return _fp8_block(qa, qb, accumulation)
     if qa.tile == (0, 0):
         part = acc_matmul(decode(qa.codes, qa.element), decode(qb.codes, qb.element).T,
-                          input_format=qa.element, accumulation=accumulation)
+                          input_format=_input_format(qa, qb, accumulation),
+                          accumulation=accumulation)
         with np.errstate(over="ignore", invalid="ignore"):
             return (part * (qa.scales * qb.scales).astype(np.float32)).astype(np.float32)
     da = _decoded(qa)

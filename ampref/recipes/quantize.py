@@ -173,6 +173,7 @@ def _nvfp4(x32: Any, rec: Recipe, prof: Profile, t: tuple[int, int], rounding: s
     if fos:
         enc = lambda v: encode_elements(v, rec.element, prof)  # noqa: E731
         codes, scodes, _ = four_over_six_pick(xr, bamax, gamax, se, sd, r, err, e4m3_max, enc)
+        codes = codes.reshape(Mp, Np)[:M, :N]
     else:
         scodes, mult = block_scales(bamax, se, sd, prof, per_tensor)
         with np.errstate(invalid="ignore", over="ignore"):
@@ -181,7 +182,6 @@ def _nvfp4(x32: Any, rec: Recipe, prof: Profile, t: tuple[int, int], rounding: s
             codes = stochastic_e2m1(xs, sr_words(xs.size, seed, rbits))
         else:
             codes = encode_elements(xs, rec.element, prof)
-    codes = codes.reshape(Mp, Np)[:M, :N]
     scodes = scodes[:M] if r == 1 else scodes[::16]
     g = (s_dec[:M] if row_scaled else s_dec) if per_tensor else None
     q = _finish(x32, codes, scodes, g, **kw)
