@@ -35,12 +35,15 @@ def quant_summary(series: dict[str, list[list[float]]]) -> dict[str, dict[str, f
 
 def write_quant_plot(plt: Any, series: dict[str, list[list[float]]], mode: str,
                      path: Path) -> None:
-    """quantization.png: per layer and role, relative MSE, underflow %, clipped % and the
-    block-scale range over steps."""
-    fig, axes = plt.subplots(2, 2, figsize=(13, 7))
+    """quantization.png: per layer and role, relative MSE, underflow %, clipped %, the
+    tensor's amax (the amax history of delayed scaling) and the smallest and largest
+    decoded block scale, over steps."""
+    fig, axes = plt.subplots(2, 3, figsize=(16, 7))
     panels = (("rel_mse", "relative MSE vs unquantized", True),
               ("underflow_pct", "nonzero elements quantized to 0 (%)", False),
               ("saturation_pct", "elements clipped to the format max (%)", False),
+              ("amax", "amax of the tensor", True),
+              ("scale_min", "smallest block scale (decoded, > 0)", True),
               ("scale_max", "largest block scale (decoded)", True))
     styles = {"x": "-", "w": "--", "g": ":"}
     for ax, (key, title, log) in zip(axes.reshape(-1), panels, strict=True):
@@ -56,8 +59,8 @@ def write_quant_plot(plt: Any, series: dict[str, list[list[float]]], mode: str,
             ax.set_yscale("log")
     fig.suptitle(f"{mode}: quantization per layer (solid x, dashed w, dotted g)", fontsize=10)
     fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="center left",
-               bbox_to_anchor=(0.83, 0.5), fontsize=6)
-    fig.tight_layout(rect=(0, 0, 0.82, 0.96))
+               bbox_to_anchor=(0.86, 0.5), fontsize=6)
+    fig.tight_layout(rect=(0, 0, 0.85, 0.96))
     fig.savefig(path, dpi=80)
     plt.close(fig)
 

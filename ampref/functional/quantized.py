@@ -44,9 +44,9 @@ class QuantState:
 def operand_stats(x: np.ndarray, q: recipes.Quantized) -> dict[str, float]:
     """amax, underflow % (nonzero inputs that quantize to zero), saturation % (inputs whose
     scaled value lay beyond max + half the format's top gap, so the max code clipped
-    them), relative MSE sum((q - x)^2) / sum(x^2)
-    against the unquantized tensor, min and max of the decoded block scales (without
-    NVFP4's per-tensor scale) (TRN-QNT-004)."""
+    them), relative MSE sum((q - x)^2) / sum(x^2) against the unquantized tensor, the
+    smallest nonzero and the largest decoded block scale (without NVFP4's per-tensor
+    scale; 0 when every scale is 0) (TRN-QNT-004)."""
     v = q.values.astype(np.float64)
     x64 = np.asarray(x, np.float64)
     n = max(x64.size, 1)
@@ -63,9 +63,10 @@ def operand_stats(x: np.ndarray, q: recipes.Quantized) -> dict[str, float]:
     den = float(np.sum(x64 * x64))
     mse = float(np.sum((v - x64) ** 2)) / den if den > 0 else 0.0
     s = np.asarray(q.scales, np.float64)
+    pos = s[s > 0]
     return {"amax": float(np.max(np.abs(x64), initial=0.0)), "underflow_pct": 100 * under,
-            "saturation_pct": 100 * sat, "rel_mse": mse, "scale_min": float(np.min(s)),
-            "scale_max": float(np.max(s))}
+            "saturation_pct": 100 * sat, "rel_mse": mse,
+            "scale_min": float(pos.min()) if pos.size else 0.0, "scale_max": float(np.max(s))}
 
 
 def _quant(a: np.ndarray, op: Operand, role: str, rec: GemmRecipe, profile: str,
