@@ -161,3 +161,15 @@ def test_what_if_quantizes_each_tensor_under_every_other_recipe_and_profile(
     md = (tmp_path / "report.md").read_text()
     assert "![quantization per layer](quantization.png)" in md and "What-if at step 2" in md
     assert (tmp_path / "quantization.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.clause("TRN-QNT-006")
+def test_the_torchao_profile_trains_with_torchaos_arithmetic(tmp_path: Path) -> None:
+    cfg = replace(SMALL, precision="fp8-block", steps=2)
+    train(cfg, tmp_path / "te", progress=False, report=False)
+    train(replace(cfg, recipe_profile="torchao"), tmp_path / "ao", progress=False, report=False)
+    te, ao = (json.loads((tmp_path / k / "metrics.json").read_text()) for k in ("te", "ao"))
+    assert ao["config"]["recipe_profile"] == "torchao"
+    # torchao's FP8 block scales are not powers of two: the scale range differs at step 0
+    key = "block0.attn.qkv/x"
+    assert te["quant_series"][key][0] != ao["quant_series"][key][0]
