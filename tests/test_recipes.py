@@ -339,3 +339,24 @@ def test_nvfp4_gemm_under_the_h100_tensor_core_model_is_within_its_rigorous_boun
     # the model's rounding of the dot (bound) scaled by alpha, plus one float32 rounding of
     # the product by alpha
     assert np.all(err <= bound * alpha + np.abs(exact * alpha) * 2.0**-24 + 1e-300), err
+
+
+@pytest.mark.clause("REC-NV4-001", "REC-AMX-001")
+def test_nvfp4_te_global_scale_special_cases() -> None:
+    zero = recipes.quantize(np.zeros((2, 16), np.float32), "nvfp4")
+    assert float(zero.global_scale) == 1.0  # amax 0 -> S_enc 1 (the kernel's rule)
+    ref = recipes.quantize(np.zeros((2, 16), np.float32), "nvfp4", profile="te-reference")
+    assert float(ref.global_scale) == float(np.float32(1) / np.float32(FLT_MAX))  # no such rule
+    inf = np.ones((2, 16), np.float32)
+    inf[0, 0] = np.inf
+    qi = recipes.quantize(inf, "nvfp4")
+    assert float(qi.global_scale) == 1.0  # S_enc = 2688/inf = 0 -> 1
+    assert qi.codes[0, 0] == 0x7  # inf saturates to +6
+    nan = np.ones((2, 16), np.float32)
+    nan[1, 3] = np.nan
+    qn = recipes.quantize(nan, "nvfp4")  # fmaxf: the NaN is not the amax
+    assert float(qn.global_scale) == float(np.float32(1) / np.float32(2688.0))
+    assert qn.codes[1, 3] == 0x7 and qn.codes[0, 0] == 0x7  # NaN -> +max (satfinite)
+    sub = np.full((1, 16), 1e-40, np.float32)  # subnormal amax: S_enc overflows -> FLT_MAX
+    qs = recipes.quantize(sub, "nvfp4")
+    assert float(qs.global_scale) == float(np.float32(1) / np.float32(FLT_MAX))
