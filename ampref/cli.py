@@ -25,11 +25,37 @@ class _OneLineParser(argparse.ArgumentParser):
 def _verify(args: argparse.Namespace) -> int:
     from .verify import summary, verify
 
+    if args.matrix is not None:
+        return _campaign(args)
+    if args.scheduler is not None or args.results is not None:
+        raise ValueError("--scheduler and --results belong to a campaign: add --matrix "
+                         "all|FORMAT...")
     res = verify(args.format, args.rounding, stride=args.stride, saturate=args.saturate,
                  subnormals=not args.no_subnormals, seed=args.seed, workers=args.workers,
                  progress=not args.quiet)
     print(summary(res))
     return 0 if res.ok else 1
+
+
+def _campaign(args: argparse.Namespace) -> int:
+    from .campaign import certificates, matrix, run_campaign
+
+    if args.results is None:
+        raise ValueError("a campaign needs --results DIR (one file per finished chunk, so it "
+                         "can resume)")
+    cells = matrix("all" if args.matrix == ["all"] else args.matrix, stride=args.stride,
+                   seed=args.seed)
+    counts = run_campaign(cells, args.results, scheduler=args.scheduler or "local",
+                          workers=args.workers, progress=not args.quiet)
+    keys = {c.key for c in cells}
+    certs = [c for c in certificates(args.results) if c["key"] in keys]
+    bad = [c for c in certs if not c["ok"]]
+    print(f"ampref verify campaign: {len(certs)} certificates, {counts['run']} chunks run now, "
+          f"{counts['already_done']} already done; mismatching or incomplete: {len(bad)}")
+    for c in bad[:10]:
+        print(f"  {c['key']}: {c['mismatches']} + {c['peer_mismatches']} mismatches, "
+              f"{c['chunks']}/{c['chunks_total']} chunks, first {c['first'][:2]}")
+    return 1 if bad else 0
 
 
 # train flags that map one to one onto TrainConfig fields
@@ -119,6 +145,15 @@ def _add_verify(sub: Any) -> None:
     v.add_argument("--seed", type=int, default=0, help="seed for stochastic rounding (default 0)")
     v.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     v.add_argument("--quiet", action="store_true", help="no progress bar")
+    v.add_argument("--matrix", nargs="+", metavar="FORMAT", default=None,
+                   help="run a campaign: 'all' or formats, x every rounding mode x saturate x "
+                        "subnormals, in chunks on Dask (needs --results)")
+    v.add_argument("--scheduler", default=None,
+                   help="campaign scheduler: 'local' (a LocalCluster of --workers processes, "
+                        "default) or tcp://HOST:PORT of a running 'dask scheduler'")
+    v.add_argument("--results", default=None, metavar="DIR",
+                   help="campaign results: one JSON file per finished chunk; rerunning "
+                        "resumes")
     v.set_defaults(func=_verify)
 
 
