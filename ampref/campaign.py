@@ -14,6 +14,7 @@ import os
 import platform
 import time
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,10 @@ def chunks(cell: Cell) -> list[Chunk]:
     return [Chunk(cell=cell, index=i) for i in range(1 << (32 - CHUNK_BITS))]
 
 
+@cache
 def fingerprint() -> dict[str, str]:
-    """Where a result was computed: host, OS, CPU, Python and library versions."""
+    """Where a result was computed: host, OS, CPU, Python and library versions (once per
+    process: reading the installed version costs a millisecond)."""
     from importlib.metadata import PackageNotFoundError, version
 
     import ml_dtypes
@@ -112,7 +115,7 @@ def run_chunk(chunk: Chunk) -> dict[str, Any]:
             "peer": res.peer, "peer_checked": res.peer_checked,
             "peer_mismatches": res.peer_mismatches, "peer_excluded": res.peer_excluded,
             "first": [list(f) for f in res.first], "seconds": time.perf_counter() - t0,
-            "env": fingerprint(), "pid": os.getpid()}
+            "env": dict(fingerprint()), "pid": os.getpid()}
 
 
 def _path(results: Path, chunk: Chunk) -> Path:
@@ -153,7 +156,7 @@ def run_campaign(cells: list[Cell], results: str | Path, *, scheduler: str | Any
     if not todo:
         return counts
     own = isinstance(scheduler, str)
-    client = _client(scheduler, workers) if own else scheduler
+    client: Any = _client(scheduler, workers) if own else scheduler
     try:
         from distributed import as_completed
         bar = _bar(len(todo), progress)

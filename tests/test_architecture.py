@@ -18,19 +18,19 @@ SOURCES = ((ROOT / "ampref", "ampref"), (ROOT / "backends", "ampref.backends"))
 #: layer only; docs/architecture.md draws the same table
 LAYERS = {
     "ampref.checks": 0, "ampref.formats": 0, "ampref.rounding": 0, "ampref.srhash": 0,
-    "ampref.atomicio": 0, "ampref.rng": 0,
+    "ampref.atomicio": 0, "ampref.rng": 0, "ampref.evidenceplugin": 0,
     "ampref.castkernel": 1, "ampref.cast": 1, "ampref.exactsum": 1,
     "ampref.tensorcore": 2, "ampref.accumulation": 2, "ampref.certified": 2,
     "ampref.recipes": 3, "ampref.verify": 2, "ampref.testing": 2,
     "ampref.scaling": 3, "ampref.audit": 3, "ampref.lossscaler": 3, "ampref.policy": 3,
-    "ampref.autocast_mode": 3,
+    "ampref.autocast_mode": 3, "ampref.campaign": 3,
     "ampref.backends": 4,
     "ampref.tensor": 5,
     "ampref.functional": 6,
     "ampref.nn": 7, "ampref.optim": 7, "ampref.amp": 7,
     "ampref.stats": 8, "ampref.trainconfig": 8, "ampref.corpus": 8, "ampref.faults": 8,
     "ampref.run": 8, "ampref.checkpoint": 8, "ampref.quantreport": 8,
-    "ampref.report": 9,
+    "ampref.report": 9, "ampref.evidence": 9, "ampref.certreport": 9,
     "ampref.train": 10,
     "ampref.cli": 11, "ampref.__main__": 11,
     "ampref": 12,  # the package's __init__: the public names, above everything

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,7 +46,7 @@ def test_the_matrix_and_its_chunks_cover_every_strided_pattern_once() -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster():  # type: ignore[no-untyped-def]
+def cluster() -> Any:
     """A real scheduler and two worker processes talking TCP on localhost."""
     lc = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   protocol="tcp", dashboard_address=None)
@@ -58,7 +59,7 @@ def cluster():  # type: ignore[no-untyped-def]
 
 @pytest.mark.clause("CRT-CMP-002", "CRT-CMP-003")
 def test_a_campaign_on_two_tcp_workers_equals_one_process_and_resumes(
-        tmp_path: Path, cluster) -> None:  # type: ignore[no-untyped-def]
+        tmp_path: Path, cluster: Any) -> None:
     cells = C.matrix(["bf16"], stride=STRIDE)[:4]
     counts = C.run_campaign(cells, tmp_path / "dask", scheduler=cluster, progress=False)
     assert counts == {"total": 4 * 64, "already_done": 0, "run": 4 * 64}
