@@ -98,16 +98,19 @@ def _exact(a: Any, b: Any, c: Any, fmt: Format) -> Any:
 
 def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
         accumulation: str = "sequential", input_format: str | Format = "float32",
-        output_format: str | Format = "float32", quantize_inputs: bool = False) -> Any:
-    """Batched dot products over the last axis under an accumulation model (float32 out)."""
+        output_format: str | Format = "float32", quantize_inputs: bool = False,
+        b_format: str | Format | None = None) -> Any:
+    """Batched dot products over the last axis under an accumulation model (float32 out);
+    ``b_format`` is b's format when it differs from ``input_format`` (E4M3 x E5M2)."""
     kind, gpu = parse_model(accumulation)
     fin, fout = get_format(input_format), get_format(output_format)
+    fb = get_format(b_format or fin)
     if kind == "tensorcore":
         assert gpu is not None  # parse_model returns a GPU for tensorcore models
         return tensorcore.dot(a, b, c, gpu=gpu, input_format=fin, output_format=fout,
-                              quantize_inputs=quantize_inputs)
+                              quantize_inputs=quantize_inputs, b_format=fb)
     a64 = tensorcore.check_inputs(a, fin, "a", quantize_inputs, "nearest_even")
-    b64 = tensorcore.check_inputs(b, fin, "b", quantize_inputs, "nearest_even")
+    b64 = tensorcore.check_inputs(b, fb, "b", quantize_inputs, "nearest_even")
     a64, b64 = np.broadcast_arrays(a64, b64)
     lead = a64.shape[:-1]
     c64 = np.zeros(lead) if c is None else np.broadcast_to(np.asarray(c, np.float64), lead)
@@ -126,7 +129,7 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
 def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
            input_format: str | Format, output_format: str | Format = "float32",
            accumulation: str = "sequential", quantize_inputs: bool = False,
-           threads: int = 2) -> npt.NDArray[np.float32]:
+           threads: int = 2, b_format: str | Format | None = None) -> npt.NDArray[np.float32]:
     """GEMM D = A @ B + C, each entry a dot product under ``accumulation``.
 
     K order (ACC-GEMM-001): every output element D[i, j] is
@@ -143,21 +146,23 @@ def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *
         raise ValueError(f"matmul needs (M, K) @ (K, N), got {A.shape} @ {B.shape}")
     kind, gpu = parse_model(accumulation)
     fin, fout = get_format(input_format), get_format(output_format)
+    fb = get_format(b_format or fin)
     rnd = "toward_zero" if fin.name == "tf32" else "nearest_even"
     A = tensorcore.check_inputs(A, fin, "a", quantize_inputs, rnd)
-    B = tensorcore.check_inputs(B, fin, "b", quantize_inputs, rnd)
+    B = tensorcore.check_inputs(B, fb, "b", quantize_inputs, rnd)
     M, N = A.shape[0], B.shape[1]
     C = np.zeros((M, N)) if c is None else np.broadcast_to(np.asarray(c, np.float64), (M, N))
     BT = np.ascontiguousarray(B.T)
     if kind == "tensorcore":
         assert gpu is not None  # parse_model returns a GPU for tensorcore models
         return tensorcore.gemm(A, BT, C, gpu=gpu, input_format=fin, output_format=fout,
-                               threads=threads)
+                               threads=threads, b_format=fb)
     rows = max(1, 2**20 // max(1, N * A.shape[1]))
     out = np.empty((M, N), dtype=np.float32)
     for i in range(0, M, rows):
         out[i:i + rows] = dot(A[i:i + rows, None, :], BT[None, :, :], C[i:i + rows],
-                              accumulation=accumulation, input_format=fin, output_format=fout)
+                              accumulation=accumulation, input_format=fin, output_format=fout,
+                              b_format=fb)
     return out
 
 

@@ -141,16 +141,25 @@ def get_gpu(name: str | TensorCoreGPU) -> TensorCoreGPU:
 
 
 def block_params(gpu: str | TensorCoreGPU, input_format: str | Format,
-                 output_format: str | Format) -> tuple[Path, int | None, Format, Format]:
-    """(path, L, input format, output format) after validating the combination."""
+                 output_format: str | Format,
+                 b_format: str | Format | None = None) -> tuple[Path, int | None, Format, Format]:
+    """(path, L, input format, output format) after validating the combination.
+
+    ``b_format`` (default: ``input_format``) is B's format: FP8 MMAs take E4M3 x E5M2 and
+    E5M2 x E4M3 on the same path (ACC-TC-007); every other mix is refused."""
     g = get_gpu(gpu)
     fin, fout = get_format(input_format), get_format(output_format)
     fam = _FAMILY.get(fin.name)
     if fam is None:
         raise ValueError(f"tensor cores take fp16, bf16, tf32, e4m3 or e5m2 inputs, got {fin.name}")
-    if fin.name not in g.inputs:
-        raise ValueError(f"{g.name} has no {fin.name} tensor-core path; it supports "
-                         f"{', '.join(g.inputs)}")
+    for f in {fin.name, get_format(b_format or fin).name}:
+        if f not in g.inputs:
+            raise ValueError(f"{g.name} has no {f} tensor-core path; it supports "
+                             f"{', '.join(g.inputs)}")
+    fb = get_format(b_format or fin)
+    if fb.name != fin.name and not (fam == "fp8" and _FAMILY.get(fb.name) == "fp8"):
+        raise ValueError(f"mixed operands {fin.name} x {fb.name}: only E4M3 x E5M2 FP8 MMAs "
+                         f"exist")
     if fout.name not in ("float32", "float16"):
         raise ValueError(f"output_format must be float32 or float16, got {fout.name}")
     if fout.name == "float16" and fin.name != "float16":
@@ -174,14 +183,15 @@ def _round_out(s: npt.NDArray[Any], path: Path, fout: Format) -> npt.NDArray[Any
 
 def block_fma(a: npt.NDArray[Any], b: npt.NDArray[Any],
               c: npt.NDArray[Any], path: Path, lim: int | None, fin: Format,
-              fout: Format) -> npt.NDArray[Any]:
-    """One block: a, b of shape (..., k <= block), c of shape (...); float64 in and out."""
+              fout: Format, fin_b: Format | None = None) -> npt.NDArray[Any]:
+    """One block: a, b of shape (..., k <= block), c of shape (...); float64 in and out.
+    ``fin_b`` is B's format when it differs from A's (mixed FP8)."""
     if path.late_addend:
         products = block_fma(a, b, np.zeros_like(c), replace(path, late_addend=False), lim, fin,
-                             fout)
+                             fout, fin_b)
         return add_rounded(products, c, get_format("float32"), path.late_rounding)
     p = a * b  # exact
-    ep = _exponents(a, fin.minexp) + _exponents(b, fin.minexp)
+    ep = _exponents(a, fin.minexp) + _exponents(b, (fin_b or fin).minexp)
     ep = np.where(p == 0, -np.inf, ep)  # zero products do not take part in the maximum
     _, ec = np.frexp(c)
     ec = np.where(c == 0, -np.inf, np.maximum(ec - 1, -126).astype(np.float64))
@@ -233,7 +243,8 @@ def check_inputs(x: Any, fmt: Format, what: str, quantize_inputs: bool,
 def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
         gpu: str | TensorCoreGPU, input_format: str | Format,
         output_format: str | Format = "float32",
-        quantize_inputs: bool = False) -> npt.NDArray[np.float32]:
+        quantize_inputs: bool = False,
+        b_format: str | Format | None = None) -> npt.NDArray[np.float32]:
     """Batched tensor-core dot products d = a . b + c over the last axis.
 
     Args:
@@ -244,14 +255,16 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
         c: addend of shape (...) (default 0); for fp16 output it is first rounded to
             fp16 with nearest-even, as the hardware receives it.
         gpu: a name from :data:`GPUS`.
+        b_format: B's format if it differs from ``input_format`` (E4M3 x E5M2).
 
     Returns:
         float32 array of shape (...): the model's result (fp16 results widened exactly).
     """
-    path, lim, fin, fout = block_params(gpu, input_format, output_format)
+    path, lim, fin, fout = block_params(gpu, input_format, output_format, b_format)
+    fb = get_format(b_format or fin)
     rounding = "toward_zero" if fin.name == "tf32" else "nearest_even"
     a64 = check_inputs(a, fin, "a", quantize_inputs, rounding)
-    b64 = check_inputs(b, fin, "b", quantize_inputs, rounding)
+    b64 = check_inputs(b, fb, "b", quantize_inputs, rounding)
     if a64.shape != b64.shape:
         a64, b64 = np.broadcast_arrays(a64, b64)
     k = a64.shape[-1] if a64.ndim else 0
@@ -260,7 +273,7 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
     d = quantize(d, fout) if fout.name == "float16" else quantize(d, "float32")
     for k0 in range(0, max(k, 1), path.block):
         d = block_fma(a64[..., k0:k0 + path.block], b64[..., k0:k0 + path.block], d, path,
-                      lim, fin, fout)
+                      lim, fin, fout, fb)
     return _canonical(d)
 
 
@@ -290,7 +303,7 @@ def _work_dtype(fin: Format) -> Any:
 def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
          *, gpu: str | TensorCoreGPU, input_format: str | Format,
          output_format: str | Format = "float32", threads: int = 2,
-         tile_rows: int = 32) -> npt.NDArray[np.float32]:
+         tile_rows: int = 32, b_format: str | Format | None = None) -> npt.NDArray[np.float32]:
     """D = A @ B + C with B given transposed (N, K); inputs already validated.
 
     Each D[i, j] equals :func:`dot` (A[i], BT[j], C[i, j]) bit for bit: blocks of k
@@ -300,24 +313,26 @@ def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
     of two inputs is exact there, and the integer quanta are summed in float64. Row
     tiles run on ``threads`` threads (NumPy releases the GIL in ufuncs).
     """
-    path, lim, fin, fout = block_params(gpu, input_format, output_format)
+    path, lim, fin, fout = block_params(gpu, input_format, output_format, b_format)
+    fb = get_format(b_format or fin)
     M, K = A.shape
     N = BT.shape[0]
     D0 = quantize(np.asarray(C, np.float64), fout if fout.name == "float16" else "float32")
     if K == 0:  # no products: the addend, as dot gives it
         return dot(np.zeros((M, N, 0)), np.zeros((M, N, 0)), D0, gpu=gpu, input_format=fin,
-                   output_format=fout)
+                   output_format=fout, b_format=fb)
     out = np.empty((M, N), dtype=np.float32)
     if not (np.isfinite(A).all() and np.isfinite(BT).all() and np.isfinite(D0).all()):
         for i in range(M):  # specials: the plain per-row model, IEEE propagation included
-            out[i] = dot(A[i][None, :], BT, D0[i], gpu=gpu, input_format=fin, output_format=fout)
+            out[i] = dot(A[i][None, :], BT, D0[i], gpu=gpu, input_format=fin, output_format=fout,
+                         b_format=fb)
         return out
-    wt = _work_dtype(fin)
+    wt = np.promote_types(_work_dtype(fin), _work_dtype(fb))
     # k-major layout: every ufunc below runs over long contiguous (rows, N) slabs
     At, B = np.ascontiguousarray(A.T).astype(wt), np.ascontiguousarray(BT.T).astype(wt)
     ea = _int_exponents(np.ascontiguousarray(A.T), fin.minexp)
-    eb = _int_exponents(np.ascontiguousarray(BT.T), fin.minexp)
-    e_floor = 2 * fin.minexp  # smallest exponent of a nonzero product
+    eb = _int_exponents(np.ascontiguousarray(BT.T), fb.minexp)
+    e_floor = fin.minexp + fb.minexp  # smallest exponent of a nonzero product
     blocks = [(k0, min(k0 + path.block, K)) for k0 in range(0, max(K, 1), path.block)]
 
     def tile(i: int) -> None:

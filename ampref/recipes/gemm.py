@@ -13,10 +13,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ..accumulation import matmul as _model_matmul
+from ..blockmma import BLOCK_SCALED, block_scaled_dot
 from ..certified import matmul_f32
 from ..cast import decode
 from ..exactsum import add_rounded
 from ..formats import get_format
+from .catalog import get_recipe
 from .tiles import Quantized, dequantize
 
 __all__ = ["matmul"]
@@ -30,24 +32,16 @@ def _fma32(a: Any, b: Any, c: Any) -> Any:
     return add_rounded(p, np.asarray(c, np.float64), _F32, "nearest_even").astype(np.float32)
 
 
-def acc_matmul(a: Any, b: Any, *, input_format: str, accumulation: str) -> Any:
+def acc_matmul(a: Any, b: Any, *, input_format: str, accumulation: str,
+               b_format: str | None = None) -> Any:
     """a @ b under an accumulation model; "exact" (fl32 of the exact sum) runs through
-    ampref.certified at BLAS speed, the same numbers as accumulation.matmul's exact."""
+    ampref.certified at BLAS speed, the same numbers as accumulation.matmul's exact.
+    ``b_format``: B's element format when it differs (E4M3 x E5M2, HYBRID's dgrad and
+    wgrad; the tensor-core models take that mix, ACC-TC-007)."""
     if accumulation == "exact":
         return matmul_f32(np.asarray(a, np.float32), np.asarray(b, np.float32))
-    return _model_matmul(a, b, input_format=input_format, accumulation=accumulation)
-
-
-def _input_format(qa: Quantized, qb: Quantized, accumulation: str) -> str:
-    """The operands' common element format; mixed E4M3 x E5M2 (HYBRID dgrad and wgrad)
-    are all float16 values, exact for every model except the tensor-core ones, whose
-    mixed-FP8 rows are not modelled yet (refused, named)."""
-    if qa.element == qb.element:
-        return qa.element
-    if accumulation.startswith("tensorcore:"):
-        raise ValueError(f"the tensor-core models have no mixed {qa.element} x {qb.element} "
-                         f"path; use accumulation 'exact', 'sequential' or 'pairwise'")
-    return "float16"
+    return _model_matmul(a, b, input_format=input_format, accumulation=accumulation,
+                         b_format=b_format)
 
 
 def _check(qa: Any, qb: Any) -> None:
@@ -76,9 +70,8 @@ def _fp8_block(qa: Quantized, qb: Quantized, accumulation: str) -> npt.NDArray[n
     y = np.zeros((M, N), np.float32)
     ra, rb = qa.tile[0], qb.tile[0]
     for c, k0 in enumerate(range(0, K, 128)):
-        part = acc_matmul(ea[:, k0:k0 + 128], eb[:, k0:k0 + 128].T,
-                          input_format=_input_format(qa, qb, accumulation),
-                          accumulation=accumulation)
+        part = acc_matmul(ea[:, k0:k0 + 128], eb[:, k0:k0 + 128].T, input_format=qa.element,
+                          accumulation=accumulation, b_format=qb.element)
         sa = qa.scales[np.arange(M) // ra, c][:, None]
         sb = qb.scales[np.arange(N) // rb, c][None, :]
         with np.errstate(over="ignore", invalid="ignore"):
@@ -106,10 +99,13 @@ def matmul(qa: Quantized, qb: Quantized, *, accumulation: str = "exact") -> npt.
         return _fp8_block(qa, qb, accumulation)
     if qa.tile == (0, 0):
         part = acc_matmul(decode(qa.codes, qa.element), decode(qb.codes, qb.element).T,
-                          input_format=_input_format(qa, qb, accumulation),
-                          accumulation=accumulation)
+                          input_format=qa.element, accumulation=accumulation,
+                          b_format=qb.element)
         with np.errstate(over="ignore", invalid="ignore"):
             return (part * (qa.scales * qb.scales).astype(np.float32)).astype(np.float32)
+    gpu = accumulation.split(":", 1)[1].lower() if accumulation.startswith("tensorcore:") else ""
+    if gpu in BLOCK_SCALED:
+        return _block_scaled(qa, qb, gpu)
     da = _decoded(qa)
     db = _decoded(qb)
     # decoded NVFP4/MX values have at most 6 significant bits: bf16 holds them, and the
@@ -122,6 +118,37 @@ def matmul(qa: Quantized, qb: Quantized, *, accumulation: str = "exact") -> npt.
     alpha = (ga.reshape(-1, 1) if ga.ndim else ga) * (gb.reshape(1, -1) if gb.ndim else gb)
     with np.errstate(over="ignore", invalid="ignore"):
         return (y * alpha.astype(np.float32)).astype(np.float32)
+
+
+def _row_scales(q: Quantized) -> npt.NDArray[np.float64]:
+    """Decoded block scales per row of the operand (2-D tiles repeat over their rows)."""
+    s = np.asarray(q.scales, np.float64)
+    return np.repeat(s, q.tile[0], axis=0)[:q.codes.shape[0]] if q.tile[0] > 1 else s
+
+
+def _block_scaled(qa: Quantized, qb: Quantized, gpu: str) -> npt.NDArray[np.float32]:
+    """MX/NVFP4 on a GPU with block-scaled MMAs: the instruction model of
+    :mod:`ampref.blockmma` on the element values and block scales (REC-GEM-003), then
+    alpha = fl32(g_a * g_b) for NVFP4."""
+    fp8 = qa.element.startswith("float8") or qb.element.startswith("float8")
+    kind = "mxf8f6f4" if fp8 or qa.recipe.startswith("mxfp6") else "mxf4nvf4"
+    ea, eb = (decode(q.codes, q.element).astype(np.float64) for q in (qa, qb))
+    sa, sb = _row_scales(qa), _row_scales(qb)
+    K = ea.shape[1]
+    pad = (-K) % (32 if kind == "mxf8f6f4" else 64)  # zero elements fill the last MMA
+    if pad:
+        ea, eb = (np.pad(e, ((0, 0), (0, pad))) for e in (ea, eb))
+        per = qa.tile[1]
+        sa, sb = (np.pad(s, ((0, 0), (0, (K + pad) // per - s.shape[1])), constant_values=1.0)
+                  for s in (sa, sb))
+    y = block_scaled_dot(ea[:, None, :], eb[None, :, :], None, sa[:, None, :], sb[None, :, :],
+                         gpu=gpu, kind=kind, a_format=qa.element, b_format=qb.element,
+                         scale_format=get_recipe(qa.recipe).scale_format)
+    if qa.global_scale is None or qb.global_scale is None:
+        return y
+    alpha = np.float32(qa.global_scale) * np.float32(qb.global_scale)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (y * np.float32(alpha)).astype(np.float32)
 
 
 def _decoded(q: Quantized) -> npt.NDArray[np.float32]:

@@ -1,0 +1,158 @@
+"""Mixed E4M3 x E5M2 tensor-core MMAs and Blackwell's block-scaled MMAs: against MMA-Sim's
+recorded outputs (tests/data/mmasim_vectors.npz, scripts/record_mmasim_vectors.py), an
+exact rational oracle written here, their rigorous bound and power-of-two scaling."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction as F
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ampref import blockmma, recipes, tensorcore
+
+DATA = Path(__file__).parent / "data" / "mmasim_vectors.npz"
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, np.float32).view(np.uint32)
+
+
+def _v() -> dict[str, np.ndarray]:
+    with np.load(DATA) as z:
+        return {k: z[k] for k in z.files}
+
+
+@pytest.mark.clause("ACC-TC-007")
+def test_mixed_fp8_on_h100_equals_mmasim_bit_for_bit() -> None:
+    v = _v()
+    a, b, c, d = (v[f"mixed/h100/{k}"] for k in "abcd")
+    got = tensorcore.dot(a, b, c, gpu="h100", input_format="e4m3", b_format="e5m2")
+    assert np.array_equal(_bits(got), _bits(d))
+    gemm = tensorcore.gemm(a[:20], b[:20], np.repeat(c[:20, None], 20, 1), gpu="h100",
+                           input_format="e4m3", b_format="e5m2")
+    assert np.array_equal(_bits(np.diag(gemm)), _bits(d[:20]))  # the fast GEMM twin agrees
+
+
+@pytest.mark.clause("ACC-TC-007", "ACC-TC-006")
+def test_mixed_fp8_on_b200_differs_from_mmasim_only_by_the_late_addend() -> None:
+    v = _v()
+    a, b, c, d = (v[f"mixed/b200/{k}"] for k in "abcd")
+    got = tensorcore.dot(a, b, c, gpu="b200", input_format="e4m3", b_format="e5m2")
+    same = _bits(got) == _bits(d)
+    assert same[c == 0].all()  # no addend: the two models are one
+    assert 0 < (~same).sum() <= (c != 0).sum()
+    # MMA-Sim adds c inside the block; ampref's row adds it after (fitted to real B200
+    # dumps): with the addend moved back into the block, ampref reproduces MMA-Sim
+    path, _, fin, fout = tensorcore.block_params("b200", "e4m3", "float32", "e5m2")
+    inside = tensorcore.block_fma(a, b, c.astype(np.float64), replace(path, late_addend=False),
+                                  None, fin, fout, tensorcore.get_format("e5m2"))
+    assert np.array_equal(_bits(inside), _bits(d))
+
+
+@pytest.mark.clause("ACC-BSC-001")
+@pytest.mark.parametrize("kind", ["mxf8f6f4", "mxf4nvf4"])
+def test_block_scaled_mma_equals_mmasim_bit_for_bit(kind: str) -> None:
+    v = _v()
+    a, b, sa, sb, c, d = (v[f"{kind}/{k}"] for k in ("a", "b", "sa", "sb", "c", "d"))
+    kw = dict(a_format="e4m3", b_format="e5m2") if kind == "mxf8f6f4" else \
+        dict(a_format="e2m1", scale_format="e4m3")
+    got = blockmma.block_scaled_dot(a, b, c, sa, sb, kind=kind, **kw)
+    assert np.array_equal(_bits(got), _bits(d))
+
+
+def _fl32_rz(v: F) -> F:
+    if v == 0:
+        return F(0)
+    s, a = (1 if v > 0 else -1), abs(v)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    while F(2) ** e > a:
+        e -= 1
+    while F(2) ** (e + 1) <= a:
+        e += 1
+    q = F(2) ** (max(e, -126) - 23)
+    return s * (a // q) * q
+
+
+def _e(x: F, emin: int) -> int:
+    if x == 0:
+        return -126
+    a, e = abs(x), 0
+    while F(2) ** e > a:
+        e -= 1
+    while F(2) ** (e + 1) <= a:
+        e += 1
+    return max(e, emin)
+
+
+def _oracle_nvf4(a: list[F], b: list[F], sa: list[F], sb: list[F], c: F) -> F:
+    """kind::mxf4nvf4 with UE4M3 per 16, K = 64, f = 35, from its definition."""
+    terms = [(sum((a[k] * b[k] for k in range(16 * g, 16 * g + 16)), F(0)) * sa[g] * sb[g],
+              _e(sa[g], -6) + _e(sb[g], -6)) for g in range(4)]
+    terms.append((c, _e(c, -126)))
+    E = max(x for _, x in terms)
+    q = F(2) ** (E - 35)
+    total = sum((F(int(t / q)) * q for t, _ in terms), F(0))  # int() truncates toward 0
+    return _fl32_rz(total)
+
+
+@pytest.mark.clause("ACC-BSC-001")
+def test_block_scaled_mma_equals_the_rational_oracle() -> None:
+    rng = np.random.default_rng(7)
+    grid = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+    for _ in range(40):
+        a = rng.choice(grid, 64) * rng.choice([-1, 1], 64)
+        b = rng.choice(grid, 64) * rng.choice([-1, 1], 64)
+        # UE4M3 scales across the range: a subnormal (2^-9), the max (448), ordinary ones
+        sa = rng.permutation([0.5, 3.0, 448.0, 0.001953125])
+        sb = rng.permutation([2.0, 0.375, 1.0, 0.0078125])
+        c = np.float32(rng.standard_normal() * 100)
+        got = blockmma.block_scaled_dot(a, b, c, sa, sb, kind="mxf4nvf4", a_format="e2m1",
+                                        scale_format="e4m3")
+        want = _oracle_nvf4([F(x) for x in a], [F(x) for x in b], [F(x) for x in sa],
+                            [F(x) for x in sb], F(float(c)))
+        assert F(float(got)) == want
+
+
+@pytest.mark.clause("ACC-BSC-003")
+def test_block_scaled_results_lie_within_the_bound_and_powers_of_two_commute() -> None:
+    rng = np.random.default_rng(8)
+    a = recipes.quantize(rng.standard_normal((200, 64)).astype(np.float32), "mxfp8_e4m3")
+    b = recipes.quantize(rng.standard_normal((200, 64)).astype(np.float32), "mxfp8_e4m3")
+    ea, eb = (q.values / np.repeat(q.scales, 32, 1) for q in (a, b))
+    sa, sb = a.scales.astype(np.float64), b.scales.astype(np.float64)
+    d = blockmma.block_scaled_dot(ea, eb, None, sa, sb, kind="mxf8f6f4")
+    exact = (np.float64(a.values) * np.float64(b.values)).sum(1)
+    # per instruction: each of the 33 terms loses < 2^(E - 25), E <= log2 of the largest
+    # term; the float32 result loses < 1 ulp toward zero; two chained instructions
+    big = np.abs(np.float64(a.values) * np.float64(b.values)).max(1)
+    bound = 2 * (33 * big * 2.0**-24 + np.abs(exact) * 2.0**-22)
+    assert np.all(np.abs(np.float64(d) - exact) <= bound)
+    up = blockmma.block_scaled_dot(ea, eb, None, sa * 4, sb * 8, kind="mxf8f6f4")
+    assert np.array_equal(_bits(up), _bits(d * np.float32(32)))
+
+
+@pytest.mark.clause("ACC-BSC-002", "REC-GEM-003")
+def test_recipes_matmul_on_b200_runs_the_block_scaled_instruction_model() -> None:
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal((3, 64)).astype(np.float32), rng.standard_normal(
+        (2, 64)).astype(np.float32)
+    qx, qw = recipes.quantize(x, "nvfp4"), recipes.quantize(w, "nvfp4")
+    y = recipes.matmul(qx, qw, accumulation="tensorcore:b200")
+    ex, ew = (q.codes.view(__import__("ml_dtypes").float4_e2m1fn).astype(np.float64)
+              for q in (qx, qw))
+    raw = blockmma.block_scaled_dot(ex[:, None], ew[None], None, qx.scales[:, None].astype(
+        np.float64), qw.scales[None].astype(np.float64), kind="mxf4nvf4", a_format="e2m1",
+        scale_format="e4m3")
+    alpha = np.float32(qx.global_scale) * np.float32(qw.global_scale)
+    assert np.array_equal(_bits(y), _bits(raw * alpha))
+    with pytest.raises(ValueError, match="unknown block-scaled kind 'mxf9'"):
+        blockmma.block_scaled_dot(ex, ew[:3], None, qx.scales, qx.scales, kind="mxf9")
+    with pytest.raises(ValueError, match="K = 48 is not a multiple of mxf4nvf4's K = 64"):
+        blockmma.block_scaled_dot(np.zeros(48), np.zeros(48), None, np.ones(3), np.ones(3),
+                                  kind="mxf4nvf4", a_format="e2m1", scale_format="e4m3")
+    with pytest.raises(ValueError, match="mixed operands float16 x float8_e5m2"):
+        tensorcore.dot(np.ones(4), np.ones(4), gpu="h100", input_format="fp16",
+                       b_format="e5m2")
