@@ -85,7 +85,8 @@ def _instruction(a: Any, b: Any, c: Any, sa: Any, sb: Any, row: BlockScaledMMA,
         # hardware rows decide it, specs/accumulation.md ACC-BSC-002)
         x = _exp(a, fa.minexp) + _exp(b, fb.minexp) + _exp(sa_e, -127) + _exp(sb_e, -127)
     else:
-        g = (a * b).reshape(*a.shape[:-1], row.k // 16, 16).sum(-1)  # exact group sums
+        p = a * b
+        g = p.reshape(*p.shape[:-1], row.k // 16, 16).sum(-1)  # exact group sums
         s_a = np.abs(sa) if fs.name == "float8_e4m3fn" else sa  # UE4M3: sign ignored
         s_b = np.abs(sb) if fs.name == "float8_e4m3fn" else sb
         ga, gb = np.repeat(s_a, per // 16, -1), np.repeat(s_b, per // 16, -1)
@@ -124,7 +125,9 @@ def block_scaled_dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None
         if f.name not in row.elements:
             raise ValueError(f"{kind} takes {', '.join(row.elements)} elements, got {f.name}")
     A, B = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    A, B = np.broadcast_arrays(A, B)
+    # not broadcast up front: per-operand work (exponents) stays at the operand's size
+    if A.ndim == 0 or B.ndim == 0 or A.shape[-1] != B.shape[-1]:
+        raise ValueError(f"a and b need the same last axis (K), got {A.shape} and {B.shape}")
     K = A.shape[-1]
     if K % row.k:
         raise ValueError(f"K = {K} is not a multiple of {kind}'s K = {row.k}")
@@ -134,7 +137,7 @@ def block_scaled_dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None
         raise ValueError(f"{kind} takes scales {row.scales} (format, elements per scale); got "
                          f"{fs.name} with {per} elements per scale, scale shapes "
                          f"{SA.shape} and {SB.shape}")
-    lead = A.shape[:-1]
+    lead = np.broadcast_shapes(A.shape[:-1], B.shape[:-1], SA.shape[:-1], SB.shape[:-1])
     d = np.zeros(lead) if c is None else quantize(
         np.broadcast_to(np.asarray(c, np.float64), lead), "float32").astype(np.float64)
     spi = row.k // per  # scales per instruction

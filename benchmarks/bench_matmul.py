@@ -39,6 +39,14 @@ def main() -> None:
                                        threads=args.threads), args.repeat)
         print(f"{model:18} {fmt:5} {t:7.3f} s  {n**3 / t / 1e6:6.1f} M MAC/s  "
               f"{t / t_blas:6.0f}x BLAS")
+    # block-scaled MMA (ampref.blockmma) through the recipes' GEMM: A @ B^T, K along rows
+    for recipe in ("nvfp4", "mxfp8_e4m3"):
+        qa = ampref.recipes.quantize(a32, recipe)
+        qb = ampref.recipes.quantize(np.ascontiguousarray(b32.T), recipe)
+        t = best_time(lambda: ampref.recipes.matmul(qa, qb, accumulation="tensorcore:b200"),
+                      args.repeat)
+        print(f"{'b200 block-scaled':18} {recipe:5} {t:7.3f} s  {n**3 / t / 1e6:6.1f} M MAC/s  "
+              f"{t / t_blas:6.0f}x BLAS")
 
 
 if __name__ == "__main__":

@@ -141,9 +141,14 @@ def _block_scaled(qa: Quantized, qb: Quantized, gpu: str) -> npt.NDArray[np.floa
         per = qa.tile[1]
         sa, sb = (np.pad(s, ((0, 0), (0, (K + pad) // per - s.shape[1])), constant_values=1.0)
                   for s in (sa, sb))
-    y = block_scaled_dot(ea[:, None, :], eb[None, :, :], None, sa[:, None, :], sb[None, :, :],
-                         gpu=gpu, kind=kind, a_format=qa.element, b_format=qb.element,
-                         scale_format=get_recipe(qa.recipe).scale_format)
+    M, N = ea.shape[0], eb.shape[0]
+    rows = max(1, 2**22 // max(1, N * ea.shape[1]))  # bound the (rows, N, K) temporaries
+    y = np.empty((M, N), np.float32)
+    for i in range(0, M, rows):
+        y[i:i + rows] = block_scaled_dot(
+            ea[i:i + rows, None, :], eb[None, :, :], None, sa[i:i + rows, None, :],
+            sb[None, :, :], gpu=gpu, kind=kind, a_format=qa.element, b_format=qb.element,
+            scale_format=get_recipe(qa.recipe).scale_format)
     if qa.global_scale is None or qb.global_scale is None:
         return y
     alpha = np.float32(qa.global_scale) * np.float32(qb.global_scale)
