@@ -26,7 +26,7 @@ from .rounding import RoundingMode
 from .verify import VerifyResult, verify_block
 
 __all__ = ["Cell", "Chunk", "CHUNK_BITS", "matrix", "chunks", "run_chunk", "pending",
-           "run_campaign", "certificates", "fingerprint"]
+           "run_campaign", "run_serial", "certificates", "fingerprint"]
 
 #: a chunk covers 2^26 consecutive float32 bit patterns (64 chunks per cell)
 CHUNK_BITS = 26
@@ -127,6 +127,22 @@ def pending(cells: list[Cell], results: Path) -> list[Chunk]:
     return [ch for c in cells for ch in chunks(c) if not _path(results, ch).exists()]
 
 
+def _write(results: Path, chunk: Chunk, rec: dict[str, Any]) -> None:
+    p = _path(results, chunk)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(str(p), json.dumps(rec, indent=1) + "\n")
+
+
+def run_serial(cells: list[Cell], results: str | Path) -> int:
+    """Every pending chunk of ``cells`` in this process (no Dask), one result file each;
+    the reference that a distributed campaign must equal. Returns the chunks run."""
+    out = Path(results)
+    todo = pending(cells, out)
+    for ch in todo:
+        _write(out, ch, run_chunk(ch))
+    return len(todo)
+
+
 def _client(scheduler: str, workers: int | None) -> Any:
     try:
         from distributed import Client, LocalCluster
@@ -163,10 +179,7 @@ def run_campaign(cells: list[Cell], results: str | Path, *, scheduler: str | Any
         futures = client.map(run_chunk, todo, pure=False, retries=3)
         index = {f.key: ch for f, ch in zip(futures, todo, strict=True)}
         for fut in as_completed(futures):
-            rec = fut.result()
-            p = _path(out, index[fut.key])
-            p.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(str(p), json.dumps(rec, indent=1) + "\n")
+            _write(out, index[fut.key], fut.result())
             counts["run"] += 1
             bar.update(1)
         bar.close()

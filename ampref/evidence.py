@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from . import campaign
-from .atomicio import atomic_write
 
 __all__ = ["CLAUSE", "find_source", "identification", "spec_clauses", "run_tests",
            "clause_status", "deviations", "conformance", "determinism", "quick_certificates"]
@@ -182,9 +181,6 @@ def quick_certificates(out: Path, stride: int, scheduler: str | None) -> Path:
     cells = campaign.matrix("all", stride=stride)
     if scheduler is not None:
         campaign.run_campaign(cells, out, scheduler=scheduler, progress=False)
-        return out
-    for ch in campaign.pending(cells, out):
-        p = out / ch.cell.key / f"chunk_{ch.index:03d}.json"
-        p.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(str(p), json.dumps(campaign.run_chunk(ch)) + "\n")
+    else:
+        campaign.run_serial(cells, out)
     return out

@@ -14,16 +14,14 @@ import re
 import sys
 from pathlib import Path
 
-CLAUSE = re.compile(r"\b([A-Z]{2,4}-[A-Z0-9]{2,5}-\d{3})\b")
+from ampref import evidence
+
+CLAUSE = evidence.CLAUSE
 
 
 def spec_clauses(root: Path) -> dict[str, str]:
-    """Clause ID -> spec file, for every ID defined (in bold or a table) in specs/*.md."""
-    out: dict[str, str] = {}
-    for md in sorted((root / "specs").glob("*.md")):
-        for cid in CLAUSE.findall(md.read_text(encoding="utf-8")):
-            out.setdefault(cid, md.name)
-    return out
+    """Clause ID -> spec file, for every ID in specs/*.md (the parser ampref certify uses)."""
+    return {c["id"]: c["file"] for c in evidence.spec_clauses(root)}
 
 
 def cited_clauses(root: Path) -> dict[str, list[str]]:

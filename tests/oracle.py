@@ -189,3 +189,10 @@ def _last_bit(v: Fraction, fmt: Format) -> int:
 
 def sr_bits(seed: int, index: int) -> int:
     return random_bits_scalar(seed, index)
+
+
+def round_value(x: Fraction, fmt: Format, rnd: str = "nearest_even") -> Fraction | float:
+    """The value (not the code) of x rounded to fmt: the recipe tests' fl32(...)."""
+    code = round_scalar(x, fmt, rnd)
+    assert code is not None
+    return decode_scalar(code, fmt)

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from ampref import blockmma, recipes, tensorcore
+from ampref.formats import get_format
+from oracle import floor_log2, round_value
 
 DATA = Path(__file__).parent / "data" / "mmasim_vectors.npz"
 
@@ -64,27 +66,13 @@ def test_block_scaled_mma_equals_mmasim_bit_for_bit(kind: str) -> None:
 
 
 def _fl32_rz(v: F) -> F:
-    if v == 0:
-        return F(0)
-    s, a = (1 if v > 0 else -1), abs(v)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    while F(2) ** e > a:
-        e -= 1
-    while F(2) ** (e + 1) <= a:
-        e += 1
-    q = F(2) ** (max(e, -126) - 23)
-    return s * (a // q) * q
+    r = round_value(v, get_format("float32"), "toward_zero")
+    assert not isinstance(r, float)
+    return r
 
 
 def _e(x: F, emin: int) -> int:
-    if x == 0:
-        return -126
-    a, e = abs(x), 0
-    while F(2) ** e > a:
-        e -= 1
-    while F(2) ** (e + 1) <= a:
-        e += 1
-    return max(e, emin)
+    return -126 if x == 0 else max(floor_log2(abs(x)), emin)
 
 
 def _oracle_nvf4(a: list[F], b: list[F], sa: list[F], sb: list[F], c: F) -> F:
