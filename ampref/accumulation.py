@@ -8,7 +8,9 @@ Models by name (``specs/accumulation.md`` ACC-*):
 * ``pairwise``: the products fl(a_k b_k) are summed by recursive halving (the left half
   has ceil(n/2) terms), each addition rounded; then d = fl(sum + c).
 * ``exact``: the exact a.b + c rounded once.
-* ``tensorcore:<gpu>``: the block-FMA model of :mod:`ampref.tensorcore`.
+* ``tensorcore:<gpu>``: the block-FMA model of :mod:`ampref.tensorcore` for NVIDIA
+  GPUs (``rules=`` switches its undecided conventions, ACC-TC-008), the MFMA model of
+  :mod:`ampref.mfma` for AMD ones (mi100, mi250, mi300, mi325).
 
 All models take inputs representable in ``input_format`` and return float32 arrays
 (fp16 outputs widened exactly).
@@ -22,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import tensorcore
+from . import mfma, tensorcore
 from .cast import quantize
 from .exactsum import add_rounded, round_odd_exact
 from .formats import Format, get_format
@@ -42,14 +44,19 @@ def parse_model(accumulation: str) -> tuple[str, str | None]:
     if not isinstance(accumulation, str):
         raise TypeError(f"accumulation must be a str, got {type(accumulation).__name__}")
     if accumulation.startswith("tensorcore:"):
-        gpu = accumulation.split(":", 1)[1]
-        tensorcore.get_gpu(gpu)
-        return "tensorcore", gpu.lower()
+        gpu = accumulation.split(":", 1)[1].lower()
+        if gpu in mfma.AMD_GPUS or gpu in mfma.UNMODELLED:
+            mfma.get_amd_gpu(gpu)  # an unmodelled one raises, saying why
+            return "mfma", gpu
+        if gpu not in tensorcore.GPUS:
+            raise ValueError(f"unknown GPU {gpu!r} in {accumulation!r}; known: "
+                             f"{', '.join([*tensorcore.GPUS, *mfma.AMD_GPUS])}")
+        return "tensorcore", gpu
     if accumulation in MODELS[:-1]:
         return accumulation, None
     raise ValueError(f"unknown accumulation model {accumulation!r}; choose one of "
                      f"{', '.join(MODELS[:-1])}, or tensorcore:<gpu> with gpu in "
-                     f"{', '.join(tensorcore.GPUS)}")
+                     f"{', '.join([*tensorcore.GPUS, *mfma.AMD_GPUS])}")
 
 
 def _fl(x: Any, fmt: Format) -> Any:
@@ -99,21 +106,28 @@ def _exact(a: Any, b: Any, c: Any, fmt: Format) -> Any:
 def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
         accumulation: str = "sequential", input_format: str | Format = "float32",
         output_format: str | Format = "float32", quantize_inputs: bool = False,
-        b_format: str | Format | None = None) -> Any:
-    """Batched dot products over the last axis under an accumulation model (float32 out);
-    ``b_format`` is b's format when it differs from ``input_format`` (E4M3 x E5M2)."""
+        b_format: str | Format | None = None, rules: str | tensorcore.Rules | None = None
+        ) -> Any:
+    """Batched dot products over the last axis under an accumulation model (float32 out,
+    float64 for float64 tensor-core inputs); ``b_format`` is b's format when it differs
+    from ``input_format`` (mixed FP8/FP6/FP4); ``rules`` the tensor-core conventions."""
     kind, gpu = parse_model(accumulation)
     fin, fout = get_format(input_format), get_format(output_format)
     fb = get_format(b_format or fin)
     if kind == "tensorcore":
         assert gpu is not None  # parse_model returns a GPU for tensorcore models
         return tensorcore.dot(a, b, c, gpu=gpu, input_format=fin, output_format=fout,
-                              quantize_inputs=quantize_inputs, b_format=fb)
-    a64 = tensorcore.check_inputs(a, fin, "a", quantize_inputs, "nearest_even")
-    b64 = tensorcore.check_inputs(b, fb, "b", quantize_inputs, "nearest_even")
+                              quantize_inputs=quantize_inputs, b_format=fb, rules=rules)
+    rnd = "toward_zero" if fin.name == "tf32" else "nearest_even"
+    a64 = tensorcore.check_inputs(a, fin, "a", quantize_inputs, rnd)
+    b64 = tensorcore.check_inputs(b, fb, "b", quantize_inputs, rnd)
     a64, b64 = np.broadcast_arrays(a64, b64)
     lead = a64.shape[:-1]
     c64 = np.zeros(lead) if c is None else np.broadcast_to(np.asarray(c, np.float64), lead)
+    if kind == "mfma":
+        assert gpu is not None  # parse_model returns a GPU for mfma models
+        return mfma.mfma_dot(a64, b64, c64, gpu=gpu, a_format=fin, b_format=fb,
+                             output_format=fout)
     c64 = _fl(c64, fout)
     if kind == "sequential":
         d = _sequential(a64, b64, c64, fout)
@@ -129,7 +143,8 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
 def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
            input_format: str | Format, output_format: str | Format = "float32",
            accumulation: str = "sequential", quantize_inputs: bool = False,
-           threads: int = 2, b_format: str | Format | None = None) -> npt.NDArray[np.float32]:
+           threads: int = 2, b_format: str | Format | None = None,
+           rules: str | tensorcore.Rules | None = None) -> npt.NDArray[Any]:
     """GEMM D = A @ B + C, each entry a dot product under ``accumulation``.
 
     K order (ACC-GEMM-001): every output element D[i, j] is
@@ -156,9 +171,9 @@ def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *
     if kind == "tensorcore":
         assert gpu is not None  # parse_model returns a GPU for tensorcore models
         return tensorcore.gemm(A, BT, C, gpu=gpu, input_format=fin, output_format=fout,
-                               threads=threads, b_format=fb)
+                               threads=threads, b_format=fb, rules=rules)
     rows = max(1, 2**20 // max(1, N * A.shape[1]))
-    out = np.empty((M, N), dtype=np.float32)
+    out = np.empty((M, N), dtype=np.float64 if fout.name == "float64" else np.float32)
     for i in range(0, M, rows):
         out[i:i + rows] = dot(A[i:i + rows, None, :], BT[None, :, :], C[i:i + rows],
                               accumulation=accumulation, input_format=fin, output_format=fout,
@@ -210,26 +225,40 @@ def error_bound(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = No
     eta = fout.smallest_subnormal / 2
     with np.errstate(over="ignore", invalid="ignore"):
         mag = (np.abs(A) * np.abs(B)).sum(axis=-1) + np.abs(C)
-        if kind != "tensorcore":
-            u = unit_roundoff(fout)
-            if kind == "exact":
-                return u * mag + eta
-            if kind == "pairwise":
-                return gamma(math.ceil(math.log2(K + 1)) + 1, u) * mag + (2 * K + 1) * eta
-            if kind == "fma-chain":
-                return gamma(K, u) * mag + K * eta
-            return gamma(K + 1, u) * mag + (2 * K + 1) * eta
-        path, lim, fin, fout = tensorcore.block_params(gpu, fin, fout)  # type: ignore[arg-type]
-        t = 2.0 ** fin.minexp
-        tilde = lambda x: np.where(x == 0, 0.0, np.maximum(np.abs(x), t))  # noqa: E731
-        n_blocks = max(1, math.ceil(K / path.block))
-        floor = n_blocks * (2.0**lim if lim is not None else 0.0)
+        if kind == "mfma":
+            raise ValueError(f"error_bound: no rigorous bound is stated for the AMD MFMA "
+                             f"model {accumulation!r} (ACC-MFMA-004); check it bitwise")
+        if kind == "tensorcore":
+            assert gpu is not None  # parse_model returns a GPU for tensorcore models
+            path, lim, fin, fout = tensorcore.block_params(gpu, fin, fout)
+            if not path.fma_chain:
+                return _block_fma_bound(A, B, C, path, lim, fin, fout)
+            kind, eta = "fma-chain", fout.smallest_subnormal / 2  # DMMA: FMAs in fp64
+        u = unit_roundoff(fout)
+        if kind == "exact":
+            return u * mag + eta
+        if kind == "pairwise":
+            return gamma(math.ceil(math.log2(K + 1)) + 1, u) * mag + (2 * K + 1) * eta
+        if kind == "fma-chain":
+            return gamma(K, u) * mag + K * eta
+        return gamma(K + 1, u) * mag + (2 * K + 1) * eta
+
+
+def _block_fma_bound(A: Any, B: Any, C: Any, path: tensorcore.Path, lim: int | None,
+                     fin: Format, fout: Format) -> npt.NDArray[np.float64]:
+    """ACC-BND-002 (see :func:`error_bound`)."""
+    K, eta = A.shape[-1], fout.smallest_subnormal / 2
+    t = 2.0 ** fin.minexp
+    tilde = lambda x: np.where(x == 0, 0.0, np.maximum(np.abs(x), t))  # noqa: E731
+    n_blocks = max(1, math.ceil(K / path.block))
+    floor = n_blocks * (2.0**lim if lim is not None else 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
         T = (tilde(A) * tilde(B)).sum(axis=-1) + np.where(C == 0, 0.0,
                                                           np.maximum(np.abs(C), 2.0**-126)) + floor
-        sig = path.out_sig_bits if fout.name == "float32" else fout.precision_bits
-        rho = 2.0 ** (1 - sig) if (fout.name == "float32" and path.out_rounding == "toward_zero") \
-            else 2.0 ** -sig
-        h = (path.block + 1) * 2.0**-path.frac_bits * (1 + rho) + rho
-        if path.late_addend:
-            h += 2.0**-24
-        return T * math.expm1(n_blocks * math.log1p(h)) + n_blocks * eta
+    sig = path.out_sig_bits if fout.name == "float32" else fout.precision_bits
+    rho = 2.0 ** (1 - sig) if (fout.name == "float32" and path.out_rounding == "toward_zero") \
+        else 2.0 ** -sig
+    h = (path.block + 1) * 2.0**-path.frac_bits * (1 + rho) + rho
+    if path.late_addend and fout.name == "float32":
+        h += 2.0**-24
+    return np.asarray(T * math.expm1(n_blocks * math.log1p(h)) + n_blocks * eta)

@@ -18,185 +18,81 @@ next block's addend. NaN/inf operands propagate with IEEE rules. All arithmetic 
 float64 values that are exact: products of <= 11-bit significands, power-of-two scales
 and integer multiples of q below 2^53.
 
-Size (about 370 lines): the block-FMA model and its fast GEMM twin, which must stay
-bit-identical to it, are kept side by side.
+The GPU rows and the switchable rules are data in :mod:`ampref.gpus`. Size (about 330
+lines): the block-FMA model and its fast GEMM twin, which must stay bit-identical to it,
+are kept side by side.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .cast import quantize
-from .exactsum import add_rounded
-from .formats import Encoding, Format, get_format
+from .exactsum import add_rounded, fma64
+from .formats import Format, get_format
+from .gpus import (
+    ACC_E8M13,
+    AMPREF_RULES,
+    GPUS,
+    Path,
+    Rules,
+    TensorCoreGPU,
+    block_params,
+    get_gpu,
+    get_rules,
+)
 
-__all__ = ["TensorCoreGPU", "GPUS", "get_gpu", "dot", "block_params", "ACC_E8M13"]
-
-#: fp32 container with a 14-bit significand: the FP8 accumulator of Ada/Hopper
-ACC_E8M13 = Format(name="e8m13", exponent_bits=8, mantissa_bits=13, bias=127,
-                   encoding=Encoding.IEEE)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Path:
-    """Parameters of one input-format family on one GPU."""
-
-    #: products per block (one hardware instruction's k extent)
-    block: int
-    #: fraction bits kept when aligning to the largest exponent (23 + neab)
-    frac_bits: int
-    #: significand bits of the fp32-output rounding (24, or 14 for Hopper FP8)
-    out_sig_bits: int = 24
-    #: rounding of the fp32 result: "toward_zero" (hardware) or "nearest_even"
-    out_rounding: str = "toward_zero"
-    #: if True the block sums products only, rounds that with ``out_rounding``, and
-    #: adds c afterwards in one correctly rounded fp32 addition (``late_rounding``)
-    late_addend: bool = False
-    late_rounding: str = "nearest_even"
+__all__ = ["TensorCoreGPU", "Path", "GPUS", "get_gpu", "dot", "gemm", "block_params",
+           "ACC_E8M13", "Rules", "check_inputs", "tf32_words", "CANONICAL_NAN",
+           "CANONICAL_NAN64"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class TensorCoreGPU:
-    """One GPU generation: a row of data, no code of its own."""
-
-    name: str
-    #: input family -> parameters; families: "16bit" (fp16, bf16), "tf32", "fp8"
-    paths: dict[str, Path] = field(default_factory=dict)
-    #: minimum alignment exponent L for fp32 / fp16 output (None: no limit)
-    min_exp_fp32: int | None = None
-    min_exp_fp16: int | None = None
-    #: input formats this GPU's tensor cores take
-    inputs: tuple[str, ...] = ()
-    #: where the parameters come from
-    source: str = ""
-
-
-def _row(name: str, *, block16: int, frac_bits: int, block_tf32: int | None = None,
-         fp8: Path | None = None, min_exp_fp32: int | None, min_exp_fp16: int,
-         source: str) -> TensorCoreGPU:
-    """One GPU from its published parameters: the 16-bit path's block and fraction bits,
-    the tf32 block (None: no tf32/bf16 path, V100), the FP8 path, the minimum alignment
-    exponents L for fp32 and fp16 output."""
-    paths = {"16bit": Path(block=block16, frac_bits=frac_bits)}
-    if block_tf32 is not None:
-        paths["tf32"] = Path(block=block_tf32, frac_bits=frac_bits)
-    inputs: tuple[str, ...] = (("float16",) if block_tf32 is None
-                               else ("float16", "bfloat16", "tf32"))
-    if fp8 is not None:
-        paths["fp8"] = fp8
-        inputs += ("float8_e4m3fn", "float8_e5m2")
-    return TensorCoreGPU(name=name, paths=paths, min_exp_fp32=min_exp_fp32,
-                         min_exp_fp16=min_exp_fp16, inputs=inputs, source=source)
-
-
-_KM = "Khattak & Mikaitis 2025, models/*TC.m"
-_HOPPER_FP8 = Path(block=32, frac_bits=13, out_sig_bits=14)
-_ADA_FP8 = Path(block=16, frac_bits=13, out_sig_bits=14)
-# B200 FP8: the published parameters (block 32, 25 bits, RZ) with c inside the block
-# miss ~1800 of the 5000 shipped rows per format. Adding c *after* the RZ-rounded
-# product sum, with one round-to-nearest-even fp32 addition, reproduces all 10,000
-# (specs/accumulation.md ACC-TC-006).
-_B200_FP8 = Path(block=32, frac_bits=25, late_addend=True)
-
-#: GPU name -> model row. Adding a GPU is adding a row.
-GPUS: dict[str, TensorCoreGPU] = {g.name: g for g in (
-    _row("v100", block16=4, frac_bits=23, min_exp_fp32=None, min_exp_fp16=-19,
-         source=_KM + " (V100TC)"),
-    _row("a100", block16=8, frac_bits=24, block_tf32=4, min_exp_fp32=-132, min_exp_fp16=-20,
-         source=_KM + " (A100TC)"),
-    _row("a2", block16=8, frac_bits=24, block_tf32=4, min_exp_fp32=-132, min_exp_fp16=-20,
-         source=_KM + " (A100TC, A2 dumps)"),
-    _row("ada", block16=8, frac_bits=24, block_tf32=4, fp8=_ADA_FP8, min_exp_fp32=-132,
-         min_exp_fp16=-20, source=_KM + " (Ada); L assumed as A100 [unconfirmed]"),
-    _row("l40s", block16=8, frac_bits=24, block_tf32=4, fp8=_ADA_FP8, min_exp_fp32=-132,
-         min_exp_fp16=-20, source=_KM + " (L40S); L assumed as A100 [unconfirmed]"),
-    _row("h100", block16=16, frac_bits=25, block_tf32=8, fp8=_HOPPER_FP8, min_exp_fp32=-133,
-         min_exp_fp16=-21, source=_KM + " (H100TC)"),
-    _row("h200", block16=16, frac_bits=25, block_tf32=8, fp8=_HOPPER_FP8, min_exp_fp32=-133,
-         min_exp_fp16=-21, source=_KM + " (H100TC; same SM as H100)"),
-    _row("b200", block16=16, frac_bits=25, block_tf32=8, fp8=_B200_FP8, min_exp_fp32=-133,
-         min_exp_fp16=-21, source=_KM + " (B200TC); FP8 row fitted here"),
-)}
-
-_FAMILY = {"float16": "16bit", "bfloat16": "16bit", "tf32": "tf32",
-           "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
-
-
-def get_gpu(name: str | TensorCoreGPU) -> TensorCoreGPU:
-    """Look up a GPU model row by name (case-insensitive).
-
-    Raises:
-        ValueError: unknown GPU; the message lists the known ones.
-    """
-    if isinstance(name, TensorCoreGPU):
-        return name
-    try:
-        return GPUS[str(name).lower()]
-    except KeyError:
-        raise ValueError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}") from None
-
-
-def block_params(gpu: str | TensorCoreGPU, input_format: str | Format,
-                 output_format: str | Format,
-                 b_format: str | Format | None = None) -> tuple[Path, int | None, Format, Format]:
-    """(path, L, input format, output format) after validating the combination.
-
-    ``b_format`` (default: ``input_format``) is B's format: FP8 MMAs take E4M3 x E5M2 and
-    E5M2 x E4M3 on the same path (ACC-TC-007); every other mix is refused."""
-    g = get_gpu(gpu)
-    fin, fout = get_format(input_format), get_format(output_format)
-    fam = _FAMILY.get(fin.name)
-    if fam is None:
-        raise ValueError(f"tensor cores take fp16, bf16, tf32, e4m3 or e5m2 inputs, got {fin.name}")
-    for f in {fin.name, get_format(b_format or fin).name}:
-        if f not in g.inputs:
-            raise ValueError(f"{g.name} has no {f} tensor-core path; it supports "
-                             f"{', '.join(g.inputs)}")
-    fb = get_format(b_format or fin)
-    if fb.name != fin.name and not (fam == "fp8" and _FAMILY.get(fb.name) == "fp8"):
-        raise ValueError(f"mixed operands {fin.name} x {fb.name}: only E4M3 x E5M2 FP8 MMAs "
-                         f"exist")
-    if fout.name not in ("float32", "float16"):
-        raise ValueError(f"output_format must be float32 or float16, got {fout.name}")
-    if fout.name == "float16" and fin.name != "float16":
-        raise ValueError(f"fp16 output is modelled for fp16 inputs only, got {fin.name}")
-    lim = g.min_exp_fp32 if fout.name == "float32" else g.min_exp_fp16
-    return g.paths[fam], lim, fin, fout
-
-
-def _exponents(x: npt.NDArray[Any], emin: int) -> npt.NDArray[Any]:
-    """max(floor(log2|x|), emin) for nonzero finite x; -inf for zeros."""
+def _exponents(x: npt.NDArray[Any], emin: int, zero: int | None) -> npt.NDArray[Any]:
+    """max(floor(log2|x|), emin) for nonzero finite x; zeros get ``zero`` (None: -inf)."""
     _, e = np.frexp(x)
-    return np.where(x == 0, -np.inf, np.maximum(e - 1, emin).astype(np.float64))
+    z = -np.inf if zero is None else float(zero)
+    return np.where(x == 0, z, np.maximum(e - 1, emin).astype(np.float64))
 
 
-def _round_out(s: npt.NDArray[Any], path: Path, fout: Format) -> npt.NDArray[Any]:
+def _round_out(s: npt.NDArray[Any], path: Path, fout: Format,
+               rules: Rules = AMPREF_RULES) -> npt.NDArray[Any]:
     if fout.name == "float16":
-        return quantize(s, fout, "nearest_even")
-    acc = ACC_E8M13 if path.out_sig_bits == 14 else get_format("float32")
-    return quantize(s, acc, path.out_rounding)
+        out = quantize(s, fout, "nearest_even")
+    else:
+        acc = ACC_E8M13 if path.out_sig_bits == 14 else get_format("float32")
+        out = quantize(s, acc, path.out_rounding)
+        if rules.overflow == "inf":  # RZ beyond the fp32 range gives inf, not FLT_MAX
+            out = np.where(np.abs(s) >= 2.0**128, np.copysign(np.inf, s), out)
+    if rules.zero_sign == "positive":
+        out = np.where(out == 0, 0.0, out)
+    return out
 
 
 def block_fma(a: npt.NDArray[Any], b: npt.NDArray[Any],
               c: npt.NDArray[Any], path: Path, lim: int | None, fin: Format,
-              fout: Format, fin_b: Format | None = None) -> npt.NDArray[Any]:
+              fout: Format, fin_b: Format | None = None,
+              rules: Rules = AMPREF_RULES) -> npt.NDArray[Any]:
     """One block: a, b of shape (..., k <= block), c of shape (...); float64 in and out.
-    ``fin_b`` is B's format when it differs from A's (mixed FP8)."""
-    if path.late_addend:
+    ``fin_b`` is B's format when it differs from A's (mixed FP8); ``rules`` the
+    undecided conventions (ACC-TC-008)."""
+    if path.late_addend and rules.late_addend and fout.name == "float32":
         products = block_fma(a, b, np.zeros_like(c), replace(path, late_addend=False), lim, fin,
-                             fout, fin_b)
+                             fout, fin_b, rules)
         return add_rounded(products, c, get_format("float32"), path.late_rounding)
-    p = a * b  # exact
-    ep = _exponents(a, fin.minexp) + _exponents(b, (fin_b or fin).minexp)
-    ep = np.where(p == 0, -np.inf, ep)  # zero products do not take part in the maximum
-    _, ec = np.frexp(c)
-    ec = np.where(c == 0, -np.inf, np.maximum(ec - 1, -126).astype(np.float64))
+    zero = rules.zero_exponent
+    with np.errstate(invalid="ignore"):  # inf * 0: NaN, as IEEE says
+        p = a * b  # exact
+    ep = _exponents(a, fin.minexp, zero) + _exponents(b, (fin_b or fin).minexp, zero)
+    if zero is None:
+        ep = np.where(p == 0, -np.inf, ep)  # zero products do not take part in the maximum
+    c_floor = -14 if fout.name == "float16" and rules.fp16_addend_floor == "float16" else -126
+    ec = _exponents(c, c_floor, zero)
     big = np.maximum(ep.max(axis=-1, initial=-np.inf), ec)
-    if lim is not None:
+    if lim is not None and rules.alignment_floor:
         big = np.maximum(big, lim)
     big = np.where(np.isfinite(big), big, 0.0)  # all-zero block: any quantum works
     inv_q = np.ldexp(1.0, (path.frac_bits - big).astype(np.int64))
@@ -207,7 +103,7 @@ def block_fma(a: npt.NDArray[Any], b: npt.NDArray[Any],
     with np.errstate(invalid="ignore", over="ignore"):
         raw = p.sum(axis=-1) + c
     s = np.where(np.isfinite(raw), s, raw)
-    return _round_out(s, path, fout)
+    return np.where(np.isfinite(raw), _round_out(s, path, fout, rules), raw)
 
 
 def check_inputs(x: Any, fmt: Format, what: str, quantize_inputs: bool,
@@ -222,7 +118,8 @@ def check_inputs(x: Any, fmt: Format, what: str, quantize_inputs: bool,
     if x is None:
         raise TypeError(f"{what} must be an array of numbers, got None")
     try:
-        x64 = np.asarray(x, dtype=np.float64)
+        with np.errstate(invalid="ignore"):  # a signalling NaN widens to a quiet one
+            x64 = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{what} must be an array of numbers: {e}") from None
     if x64.ndim == 0:
@@ -240,11 +137,19 @@ def check_inputs(x: Any, fmt: Format, what: str, quantize_inputs: bool,
     return x64
 
 
+def tf32_words(x: Any) -> npt.NDArray[np.float64]:
+    """fp32 words with their low 13 bits cleared (MMA-Sim's tf32 inputs): values truncate
+    toward zero, and a NaN whose payload lies only in those bits becomes +-inf."""
+    words = np.asarray(x, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
+    return words.view(np.float32).astype(np.float64)
+
+
 def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
         gpu: str | TensorCoreGPU, input_format: str | Format,
         output_format: str | Format = "float32",
         quantize_inputs: bool = False,
-        b_format: str | Format | None = None) -> npt.NDArray[np.float32]:
+        b_format: str | Format | None = None,
+        rules: str | Rules | None = None) -> npt.NDArray[Any]:
     """Batched tensor-core dot products d = a . b + c over the last axis.
 
     Args:
@@ -255,30 +160,43 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
         c: addend of shape (...) (default 0); for fp16 output it is first rounded to
             fp16 with nearest-even, as the hardware receives it.
         gpu: a name from :data:`GPUS`.
-        b_format: B's format if it differs from ``input_format`` (E4M3 x E5M2).
+        b_format: B's format if it differs from ``input_format`` (the FP8/FP6/FP4
+            family mixes: E4M3 x E5M2, and on Blackwell E2M1/E2M3/E3M2 too).
+        rules: the undecided conventions (ACC-TC-008): ``"ampref"`` (default),
+            ``"mmasim"`` or a :class:`Rules`.
 
     Returns:
-        float32 array of shape (...): the model's result (fp16 results widened exactly).
+        float32 array of shape (...): the model's result (fp16 results widened exactly);
+        float64 for float64 inputs (DMMA: a chain of correctly rounded FMAs, ACC-TC-010).
     """
     path, lim, fin, fout = block_params(gpu, input_format, output_format, b_format)
-    fb = get_format(b_format or fin)
+    fb, rl = get_format(b_format or fin), get_rules(rules)
     rounding = "toward_zero" if fin.name == "tf32" else "nearest_even"
-    a64 = check_inputs(a, fin, "a", quantize_inputs, rounding)
-    b64 = check_inputs(b, fb, "b", quantize_inputs, rounding)
+    if fin.name == "tf32" and rl.tf32_words:
+        a64, b64 = tf32_words(a), tf32_words(b)
+    else:
+        a64 = check_inputs(a, fin, "a", quantize_inputs, rounding)
+        b64 = check_inputs(b, fb, "b", quantize_inputs, rounding)
     if a64.shape != b64.shape:
         a64, b64 = np.broadcast_arrays(a64, b64)
     k = a64.shape[-1] if a64.ndim else 0
     lead = a64.shape[:-1]
     d = np.zeros(lead) if c is None else np.broadcast_to(np.asarray(c, np.float64), lead).copy()
-    d = quantize(d, fout) if fout.name == "float16" else quantize(d, "float32")
+    d = quantize(d, fout) if fout.name != "float32" else quantize(d, "float32")
+    if path.fma_chain:  # DMMA: k ascending, one rounding per FMA
+        for i in range(k):
+            d = fma64(a64[..., i], b64[..., i], d)
+        return np.where(np.isnan(d), CANONICAL_NAN64, d)
     for k0 in range(0, max(k, 1), path.block):
         d = block_fma(a64[..., k0:k0 + path.block], b64[..., k0:k0 + path.block], d, path,
-                      lim, fin, fout, fb)
+                      lim, fin, fout, fb, rl)
     return _canonical(d)
 
 
 #: NaN results are canonicalised to CUDA's canonical float NaN (ACC-TC-005)
 CANONICAL_NAN = np.array([0x7FFFFFFF], dtype=np.uint32).view(np.float32)[0]
+#: and to CUDA's canonical double NaN for DMMA (assumption, ACC-TC-010)
+CANONICAL_NAN64 = np.array([0x7FFFFFFFFFFFFFFF], dtype=np.uint64).view(np.float64)[0]
 
 
 def _canonical(d: Any) -> npt.NDArray[np.float32]:
@@ -303,7 +221,8 @@ def _work_dtype(fin: Format) -> Any:
 def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
          *, gpu: str | TensorCoreGPU, input_format: str | Format,
          output_format: str | Format = "float32", threads: int = 2,
-         tile_rows: int = 32, b_format: str | Format | None = None) -> npt.NDArray[np.float32]:
+         tile_rows: int = 32, b_format: str | Format | None = None,
+         rules: str | Rules | None = None) -> npt.NDArray[Any]:
     """D = A @ B + C with B given transposed (N, K); inputs already validated.
 
     Each D[i, j] equals :func:`dot` (A[i], BT[j], C[i, j]) bit for bit: blocks of k
@@ -311,21 +230,23 @@ def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
     for speed: exponents are computed once as int16 (their maximum is a (max, +)
     product), products and their truncation to quanta run in float32 when every product
     of two inputs is exact there, and the integer quanta are summed in float64. Row
-    tiles run on ``threads`` threads (NumPy releases the GIL in ufuncs).
+    tiles run on ``threads`` threads (NumPy releases the GIL in ufuncs). Rules other
+    than ampref's, DMMA and inputs with NaN/inf take the per-row :func:`dot` instead.
     """
     path, lim, fin, fout = block_params(gpu, input_format, output_format, b_format)
-    fb = get_format(b_format or fin)
+    fb, rl = get_format(b_format or fin), get_rules(rules)
     M, K = A.shape
     N = BT.shape[0]
-    D0 = quantize(np.asarray(C, np.float64), fout if fout.name == "float16" else "float32")
+    D0 = quantize(np.asarray(C, np.float64), fout if fout.name != "float32" else "float32")
     if K == 0:  # no products: the addend, as dot gives it
         return dot(np.zeros((M, N, 0)), np.zeros((M, N, 0)), D0, gpu=gpu, input_format=fin,
-                   output_format=fout, b_format=fb)
-    out = np.empty((M, N), dtype=np.float32)
-    if not (np.isfinite(A).all() and np.isfinite(BT).all() and np.isfinite(D0).all()):
-        for i in range(M):  # specials: the plain per-row model, IEEE propagation included
+                   output_format=fout, b_format=fb, rules=rl)
+    out = np.empty((M, N), dtype=np.float64 if path.fma_chain else np.float32)
+    if (rl != AMPREF_RULES or path.fma_chain or not (
+            np.isfinite(A).all() and np.isfinite(BT).all() and np.isfinite(D0).all())):
+        for i in range(M):  # the plain per-row model: specials, other rules, FMA chains
             out[i] = dot(A[i][None, :], BT, D0[i], gpu=gpu, input_format=fin, output_format=fout,
-                         b_format=fb)
+                         b_format=fb, rules=rl)
         return out
     wt = np.promote_types(_work_dtype(fin), _work_dtype(fb))
     # k-major layout: every ufunc below runs over long contiguous (rows, N) slabs
@@ -368,7 +289,7 @@ def _gemm_block(a: Any, b: Any, ea: Any, eb: Any, d: npt.NDArray[Any], path: Pat
 
     a: (k, rows, 1), b: (k, 1, N) and their int16 exponents; d: (rows, N) float64.
     """
-    late = path.late_addend
+    late = path.late_addend and fout.name == "float32"
     addend = np.zeros_like(d) if late else d
     E = np.add(ea, eb, out=ebuf).max(axis=0).astype(np.int32)  # zero products near -32000
     _, ec = np.frexp(addend)

@@ -196,3 +196,29 @@ def round_value(x: Fraction, fmt: Format, rnd: str = "nearest_even") -> Fraction
     code = round_scalar(x, fmt, rnd)
     assert code is not None
     return decode_scalar(code, fmt)
+
+
+def trunc_to(x: Fraction, q: Fraction) -> Fraction:
+    """x truncated toward zero to a multiple of q (> 0)."""
+    n = abs(x) // q
+    return n * q if x >= 0 else -n * q
+
+
+def block_fma_value(a: list[Fraction], b: list[Fraction], c: Fraction, *, ea_min: int,
+                    eb_min: int, frac_bits: int, floor: int | None, out: Format,
+                    out_rnd: str) -> Fraction | float:
+    """One tensor-core block as specs/accumulation.md ACC-TC-001 writes it: exponents
+    e(x) = max(floor(log2|x|), emin), E the largest over nonzero products, c (fp32
+    floor -126) and the floor L, every term truncated to 2^(E - f), the exact sum rounded
+    once to ``out`` with ``out_rnd``."""
+    exps = [max(floor_log2(abs(x)), ea_min) + max(floor_log2(abs(y)), eb_min)
+            for x, y in zip(a, b, strict=True) if x != 0 and y != 0]
+    if c != 0:
+        exps.append(max(floor_log2(abs(c)), -126))
+    if floor is not None:
+        exps.append(floor)
+    if not exps:
+        return Fraction(0)
+    q = _pow2(max(exps) - frac_bits)
+    s = sum((trunc_to(x * y, q) for x, y in zip(a, b, strict=True)), Fraction(0))
+    return round_value(s + trunc_to(c, q), out, out_rnd)

@@ -19,8 +19,9 @@ SOURCES = ((ROOT / "ampref", "ampref"), (ROOT / "backends", "ampref.backends"))
 LAYERS = {
     "ampref.checks": 0, "ampref.formats": 0, "ampref.rounding": 0, "ampref.srhash": 0,
     "ampref.atomicio": 0, "ampref.rng": 0, "ampref.evidenceplugin": 0,
-    "ampref.castkernel": 1, "ampref.cast": 1, "ampref.exactsum": 1,
-    "ampref.tensorcore": 2, "ampref.blockmma": 2, "ampref.accumulation": 2, "ampref.certified": 2,
+    "ampref.castkernel": 1, "ampref.cast": 1, "ampref.exactsum": 1, "ampref.gpus": 1,
+    "ampref.tensorcore": 2, "ampref.blockmma": 2, "ampref.mfma": 2, "ampref.accumulation": 2,
+    "ampref.certified": 2,
     "ampref.recipes": 3, "ampref.verify": 2, "ampref.testing": 2,
     "ampref.scaling": 3, "ampref.audit": 3, "ampref.lossscaler": 3, "ampref.policy": 3,
     "ampref.autocast_mode": 3, "ampref.campaign": 3,

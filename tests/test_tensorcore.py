@@ -123,8 +123,11 @@ def test_bad_gpu_format_combinations_list_the_choices() -> None:
         tc.dot(np.ones((1, 4)), np.ones((1, 4)), gpu="p100", input_format="fp16")
     with pytest.raises(ValueError, match="v100 has no bfloat16 tensor-core path"):
         tc.dot(np.ones((1, 4)), np.ones((1, 4)), gpu="v100", input_format="bf16")
-    with pytest.raises(ValueError, match="tensor cores take fp16, bf16, tf32, e4m3 or e5m2"):
+    with pytest.raises(ValueError, match="tensor cores take float16, bfloat16, tf32, float64"):
+        tc.dot(np.ones((1, 4)), np.ones((1, 4)), gpu="h100", input_format="float32")
+    with pytest.raises(ValueError, match="h100 has no float4_e2m1fn tensor-core path"):
         tc.dot(np.ones((1, 4)), np.ones((1, 4)), gpu="h100", input_format="e2m1")
-    with pytest.raises(ValueError, match="fp16 output is modelled for fp16 inputs only"):
+    with pytest.raises(ValueError, match="output_format float16 is not modelled for bfloat16 "
+                       "inputs; choose one of float32"):
         tc.dot(np.ones((1, 4)), np.ones((1, 4)), gpu="h100", input_format="bf16",
                output_format="fp16")
