@@ -31,7 +31,9 @@ def main() -> None:
     t_blas = best_time(lambda: a32 @ b32, 20)
     print(f"numpy float32 BLAS matmul: {t_blas * 1e3:.2f} ms")
     for model, fmt in (("tensorcore:h100", "fp16"), ("tensorcore:h100", "bf16"),
-                       ("tensorcore:b200", "e4m3"), ("tensorcore:a100", "tf32")):
+                       ("tensorcore:b200", "e4m3"), ("tensorcore:a100", "tf32"),
+                       ("tensorcore:b200", "e2m1"), ("tensorcore:mi300", "fp16"),
+                       ("tensorcore:mi300", "e4m3fnuz"), ("tensorcore:mi250", "bf16")):
         rnd = "toward_zero" if fmt == "tf32" else "nearest_even"
         A = ampref.quantize(a32, fmt, rnd, saturate=True).astype(np.float64)
         B = ampref.quantize(b32, fmt, rnd, saturate=True).astype(np.float64)

@@ -7,9 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 from fractions import Fraction as F
 from pathlib import Path
+from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from ampref import blockmma, recipes, tensorcore
 from ampref.formats import get_format
@@ -144,3 +148,56 @@ def test_recipes_matmul_on_b200_runs_the_block_scaled_instruction_model() -> Non
     with pytest.raises(ValueError, match="mixed operands float16 x float8_e5m2"):
         tensorcore.dot(np.ones(4), np.ones(4), gpu="h100", input_format="fp16",
                        b_format="e5m2")
+
+
+_ELEMENTS = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2,
+             "e2m3": ml_dtypes.float6_e2m3fn, "e3m2": ml_dtypes.float6_e3m2fn,
+             "e2m1": ml_dtypes.float4_e2m1fn}
+
+
+@st.composite
+def _mxf8f6f4(draw: st.DrawFn) -> tuple[Any, ...]:
+    """One kind::mxf8f6f4 instruction: elements from random codes (finite), E8M0 scales
+    from random exponents, a float32 c."""
+    fa, fb = draw(st.sampled_from(sorted(_ELEMENTS))), draw(st.sampled_from(sorted(_ELEMENTS)))
+    vals = []
+    for f in (fa, fb):
+        bits = 4 if f == "e2m1" else 6 if f.startswith("e2m3") or f.startswith("e3m2") else 8
+        codes = np.array(draw(st.lists(st.integers(0, 2**bits - 1), min_size=32, max_size=32)),
+                         np.uint8)
+        v = codes.view(_ELEMENTS[f]).astype(np.float64)
+        vals.append(np.where(np.isfinite(v), v, 0.0))
+    sa, sb = (np.exp2(float(draw(st.integers(-20, 20)))) for _ in range(2))
+    c = np.float32(draw(st.floats(-1e6, 1e6, width=32)))
+    return fa, fb, vals[0], vals[1], np.array([sa]), np.array([sb]), np.float64(c)
+
+
+@pytest.mark.clause("ACC-BSC-003")
+@given(case=_mxf8f6f4())
+def test_any_block_scaled_instruction_lies_within_its_rigorous_bound(case: tuple) -> None:
+    """|d - exact| < (K + 1) 2^(E - f) + 1 ulp of d, with 2^E bounded by the largest
+    term magnitude (a zero element counting as 2^-126, a subnormal as 2^emin)."""
+    fa, fb, a, b, sa, sb, c = case
+    d = float(blockmma.block_scaled_dot(a, b, c, sa, sb, kind="mxf8f6f4", a_format=fa,
+                                        b_format=fb)[()])
+    exact = sum(F(x) * F(y) for x, y in zip(a, b, strict=True)) * F(sa[0]) * F(sb[0]) + F(c)
+    ta, tb = (np.where(v == 0, 2.0**-126, np.maximum(np.abs(v), 2.0 ** get_format(f).minexp))
+              for v, f in ((a, fa), (b, fb)))
+    top = max(F(float((ta * tb).max())) * F(sa[0]) * F(sb[0]), F(max(abs(c), 2.0**-126)))
+    bound = 33 * top * F(2) ** -24 + F(abs(d)) * F(2) ** -23 + F(2) ** -149
+    assert abs(F(d) - exact) < bound
+
+
+@pytest.mark.clause("ACC-BSC-003")
+@given(case=_mxf8f6f4(), ka=st.integers(-8, 8), kb=st.integers(-8, 8))
+def test_scaling_the_block_scales_by_powers_of_two_scales_a_c_free_result(
+        case: tuple, ka: int, kb: int) -> None:
+    fa, fb, a, b, sa, sb, _ = case
+    a2, b2 = np.tile(a, 2), np.tile(b, 2)  # two chained instructions, c = 0
+    sa2, sb2 = np.tile(sa, 2), np.tile(sb, 2)
+    d = blockmma.block_scaled_dot(a2, b2, None, sa2, sb2, kind="mxf8f6f4", a_format=fa,
+                                  b_format=fb)
+    assume(d == 0 or 2.0**-100 < abs(float(d)) < 2.0**100)  # stays normal when scaled
+    up = blockmma.block_scaled_dot(a2, b2, None, sa2 * 2.0**ka, sb2 * 2.0**kb,
+                                   kind="mxf8f6f4", a_format=fa, b_format=fb)
+    assert _bits(up).tolist() == _bits(np.float32(d) * np.float32(2.0 ** (ka + kb))).tolist()
