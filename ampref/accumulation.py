@@ -35,6 +35,12 @@ __all__ = ["MODELS", "dot", "matmul", "parse_model", "error_bound"]
 MODELS = ("sequential", "pairwise", "exact", "fma-chain", "tensorcore:<gpu>")
 
 
+def _check_rules(kind: str, rules: object, accumulation: str) -> None:
+    if rules is not None and kind != "tensorcore":
+        raise ValueError(f"rules={rules!r} switches NVIDIA tensor-core conventions; "
+                         f"{accumulation!r} takes none (leave rules=None)")
+
+
 def parse_model(accumulation: str) -> tuple[str, str | None]:
     """Split a model name into (kind, gpu).
 
@@ -112,6 +118,7 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
     float64 for float64 tensor-core inputs); ``b_format`` is b's format when it differs
     from ``input_format`` (mixed FP8/FP6/FP4); ``rules`` the tensor-core conventions."""
     kind, gpu = parse_model(accumulation)
+    _check_rules(kind, rules, accumulation)
     fin, fout = get_format(input_format), get_format(output_format)
     fb = get_format(b_format or fin)
     if kind == "tensorcore":
@@ -160,6 +167,7 @@ def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"matmul needs (M, K) @ (K, N), got {A.shape} @ {B.shape}")
     kind, gpu = parse_model(accumulation)
+    _check_rules(kind, rules, accumulation)
     fin, fout = get_format(input_format), get_format(output_format)
     fb = get_format(b_format or fin)
     rnd = "toward_zero" if fin.name == "tf32" else "nearest_even"

@@ -167,6 +167,10 @@ def test_amd_gpus_are_selected_through_matmul_and_bad_choices_are_named() -> Non
     with pytest.raises(ValueError, match="mixed MFMA operands float16 x bfloat16"):
         accumulation.dot(np.zeros(8), np.zeros(8), input_format="float16", b_format="bfloat16",
                          accumulation="tensorcore:mi300")
+    with pytest.raises(ValueError, match="rules='mmasim' switches NVIDIA tensor-core "
+                       "conventions; 'tensorcore:mi300' takes none"):
+        ampref.matmul(A, B, input_format="float16", accumulation="tensorcore:mi300",
+                      rules="mmasim")
     with pytest.raises(ValueError, match="no rigorous bound is stated for the AMD MFMA"):
         accumulation.error_bound(A[0], B[:, 0], accumulation="tensorcore:mi300",
                                  input_format="fp16")
