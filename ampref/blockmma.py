@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from .cast import quantize
 from .formats import get_format
-from .tensorcore import CANONICAL_NAN
+from .tensorcore import CANONICAL_NAN, exponents
 
 __all__ = ["BlockScaledMMA", "BLOCK_SCALED", "block_scaled_dot"]
 
@@ -58,10 +58,9 @@ BLOCK_SCALED: dict[str, dict[str, BlockScaledMMA]] = {
     g: {r.kind: r for r in _ROWS} for g in ("b200", "rtx5090")}
 
 
-def _exp(x: npt.NDArray[np.float64], emin: int) -> npt.NDArray[np.float64]:
-    """floor(log2|x|) floored at ``emin``; zeros get -126 (MMA-Sim's convention)."""
-    _, e = np.frexp(x)
-    return np.where(x == 0, -126.0, np.maximum(e - 1, emin).astype(np.float64))
+def _exp(x: npt.NDArray[Any], emin: int) -> npt.NDArray[Any]:
+    """Exponents floored at ``emin``, zeros at -126 (MMA-Sim's convention)."""
+    return exponents(x, emin, -126)
 
 
 def _row(gpu: str, kind: str) -> BlockScaledMMA:

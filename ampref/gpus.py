@@ -70,6 +70,10 @@ class Rules:
     late_addend: bool = True
 
     def __post_init__(self) -> None:
+        if self.zero_exponent is not None and (
+                isinstance(self.zero_exponent, bool) or not isinstance(self.zero_exponent, int)):
+            raise TypeError(f"Rules.zero_exponent must be an int or None, got "
+                            f"{self.zero_exponent!r}")
         for name, value, allowed in (("overflow", self.overflow, ("saturate", "inf")),
                                      ("zero_sign", self.zero_sign, ("ieee", "positive")),
                                      ("fp16_addend_floor", self.fp16_addend_floor,

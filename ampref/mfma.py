@@ -36,6 +36,7 @@ import numpy.typing as npt
 from .cast import quantize
 from .exactsum import add_rounded, fma64
 from .formats import Format, get_format
+from .tensorcore import exponents
 
 __all__ = ["MFMAPath", "MatrixCoreGPU", "AMD_GPUS", "UNMODELLED", "get_amd_gpu",
            "mfma_params", "mfma_dot", "QNAN32"]
@@ -148,9 +149,8 @@ def _pairwise(p: npt.NDArray[Any], flush: bool) -> npt.NDArray[Any]:
 
 
 def _exp(x: npt.NDArray[Any], emin: int) -> npt.NDArray[Any]:
-    """max(floor(log2|x|), emin), and -126 for zeros (MMA-Sim's convention)."""
-    _, e = np.frexp(x)
-    return np.where(x == 0, -126.0, np.maximum(e - 1, emin).astype(np.float64))
+    """Exponents floored at ``emin``, zeros at -126 (MMA-Sim's convention)."""
+    return exponents(x, emin, -126)
 
 
 def _truncated_sum(p: npt.NDArray[Any], e: npt.NDArray[Any]) -> tuple[Any, Any]:
@@ -223,7 +223,11 @@ def mfma_dot(a: npt.NDArray[Any], b: npt.NDArray[Any], c: npt.NDArray[Any], *, g
         float32 (float64 for fp64 inputs), NaN as 0x7FC00000.
     """
     path, fa, fb, fout = mfma_params(gpu, a_format, b_format, output_format)
-    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"a and b need the same last axis (K), got shapes {a.shape} and "
+                         f"{b.shape}")
+    a, b = np.broadcast_arrays(a, b)
     d = np.broadcast_to(np.asarray(c, np.float64), a.shape[:-1]).copy()
     if fout.name == "float64":
         for k in range(a.shape[-1]):

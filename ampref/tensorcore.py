@@ -47,12 +47,13 @@ from .gpus import (
 )
 
 __all__ = ["TensorCoreGPU", "Path", "GPUS", "get_gpu", "dot", "gemm", "block_params",
-           "ACC_E8M13", "Rules", "check_inputs", "tf32_words", "CANONICAL_NAN",
+           "ACC_E8M13", "Rules", "check_inputs", "exponents", "tf32_words", "CANONICAL_NAN",
            "CANONICAL_NAN64"]
 
 
-def _exponents(x: npt.NDArray[Any], emin: int, zero: int | None) -> npt.NDArray[Any]:
-    """max(floor(log2|x|), emin) for nonzero finite x; zeros get ``zero`` (None: -inf)."""
+def exponents(x: npt.NDArray[Any], emin: int, zero: int | None) -> npt.NDArray[Any]:
+    """max(floor(log2|x|), emin) for nonzero finite x, as float64; zeros get ``zero``
+    (None: -inf, so they never set a maximum; -126: MMA-Sim's convention)."""
     _, e = np.frexp(x)
     z = -np.inf if zero is None else float(zero)
     return np.where(x == 0, z, np.maximum(e - 1, emin).astype(np.float64))
@@ -86,11 +87,11 @@ def block_fma(a: npt.NDArray[Any], b: npt.NDArray[Any],
     zero = rules.zero_exponent
     with np.errstate(invalid="ignore"):  # inf * 0: NaN, as IEEE says
         p = a * b  # exact
-    ep = _exponents(a, fin.minexp, zero) + _exponents(b, (fin_b or fin).minexp, zero)
+    ep = exponents(a, fin.minexp, zero) + exponents(b, (fin_b or fin).minexp, zero)
     if zero is None:
         ep = np.where(p == 0, -np.inf, ep)  # zero products do not take part in the maximum
     c_floor = -14 if fout.name == "float16" and rules.fp16_addend_floor == "float16" else -126
-    ec = _exponents(c, c_floor, zero)
+    ec = exponents(c, c_floor, zero)
     big = np.maximum(ep.max(axis=-1, initial=-np.inf), ec)
     if lim is not None and rules.alignment_floor:
         big = np.maximum(big, lim)

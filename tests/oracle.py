@@ -222,3 +222,18 @@ def block_fma_value(a: list[Fraction], b: list[Fraction], c: Fraction, *, ea_min
     q = _pow2(max(exps) - frac_bits)
     s = sum((trunc_to(x * y, q) for x, y in zip(a, b, strict=True)), Fraction(0))
     return round_value(s + trunc_to(c, q), out, out_rnd)
+
+
+def same_bits(got: object, want: Fraction | float, wide: bool = False) -> tuple[bool, str]:
+    """(bitwise equal, message) for a model result against an oracle value. The oracle's
+    rationals carry no signed zero, so a zero oracle value accepts either zero's bits and
+    nothing else."""
+    import numpy as np
+
+    dt, it = (np.float64, np.uint64) if wide else (np.float32, np.uint32)
+    g = np.array(got, dt).view(it)
+    w = np.array(float(want), dt).view(it)
+    sign = it(1) << it(63 if wide else 31)
+    ok = bool(g == w) or (float(want) == 0 and bool((g & ~sign) == 0))
+    width = 16 if wide else 8
+    return ok, f"got 0x{int(g):0{width}x}, want 0x{int(w):0{width}x}"

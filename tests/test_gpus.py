@@ -90,6 +90,8 @@ def test_rules_are_named_or_built_and_bad_values_are_refused() -> None:
     with pytest.raises(ValueError, match=r"Rules.overflow = 'wrap'; choose one of "
                        r"\('saturate', 'inf'\)"):
         Rules(overflow="wrap")
+    with pytest.raises(TypeError, match="Rules.zero_exponent must be an int or None, got 'x'"):
+        Rules(zero_exponent="x")  # type: ignore[arg-type]
 
 
 @pytest.mark.clause("ACC-TC-008")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from oracle import floor_log2, round_value, trunc_to
+from oracle import floor_log2, round_value, same_bits, trunc_to
 
 import ampref
 from ampref import accumulation
@@ -38,7 +38,9 @@ def test_mfma_equals_every_recorded_mmasim_row_bit_for_bit(key: str) -> None:
                    output_format="float64" if wide else "float32")
     # NaN payloads are not modelled (MMA-Sim inherits its host's): NaN must meet NaN
     bad = np.flatnonzero((_bits(got, wide) != _bits(d, wide)) & ~(np.isnan(got) & np.isnan(d)))
-    assert bad.size == 0, f"{key}: rows {bad[:5]} differ: got {got[bad[:3]]}, want {d[bad[:3]]}"
+    assert bad.size == 0, f"{key}: rows {bad[:5]} differ: got " \
+        f"{[hex(int(x)) for x in _bits(got[bad[:3]], wide)]}, want " \
+        f"{[hex(int(x)) for x in _bits(d[bad[:3]], wide)]}"
 
 
 def _e(x: F, emin: int) -> int:
@@ -92,12 +94,13 @@ def test_cdna3_fused_step_equals_the_rational_oracle(fa: str, fb: str, g: int) -
         a, b = _draw(rng, 2 * g, fa, spread), _draw(rng, 2 * g, fb, spread)
         c = float(quantize(np.array(rng.standard_normal() * 2.0 ** rng.integers(-30, 10)),
                            "float32"))
-        got = float(mfma_dot(a, b, np.array(c), gpu="mi300", a_format=fa, b_format=fb))
+        got = mfma_dot(a, b, np.array(c), gpu="mi300", a_format=fa, b_format=fb)
         want = F(c)
         for k0 in (0, g):  # two chained steps
             want = F(_fused_oracle([F(x) for x in a[k0:k0 + g]], [F(x) for x in b[k0:k0 + g]],
                                    want, ea, eb, fa.startswith("float8")))
-        assert got == want, f"{fa}: a={a.tolist()} b={b.tolist()} c={c!r}: {got!r} != {want}"
+        ok, msg = same_bits(got, want)
+        assert ok, f"{fa}: a={a.tolist()} b={b.tolist()} c={c!r}: {msg}"
 
 
 @pytest.mark.clause("ACC-MFMA-002")
@@ -110,7 +113,7 @@ def test_cdna1_2_pairwise_steps_equal_the_rational_oracle(gpu: str, fmt: str, g:
     for _ in range(150):
         a, b = _draw(rng, 3 * g, fmt, 10), _draw(rng, 3 * g, fmt, 10)
         c = float(quantize(np.array(rng.standard_normal()), "float32"))
-        got = float(mfma_dot(a, b, np.array(c), gpu=gpu, a_format=fmt))
+        got = mfma_dot(a, b, np.array(c), gpu=gpu, a_format=fmt)
         if flush:  # CDNA2: subnormal inputs are zero (none of these sums is subnormal)
             a, b = np.where(np.abs(a) < tiny, 0.0, a), np.where(np.abs(b) < tiny, 0.0, b)
         want = F(c)
@@ -118,7 +121,8 @@ def test_cdna1_2_pairwise_steps_equal_the_rational_oracle(gpu: str, fmt: str, g:
             prods = [F(round_value(F(x) * F(y), F32)) for x, y in zip(a[k0:k0 + g], b[k0:k0 + g],
                                                                      strict=True)]
             want = F(round_value(want + F(_pairwise_oracle(prods)), F32))
-        assert got == want, f"{gpu} {fmt}: {got!r} != {want}"
+        ok, msg = same_bits(got, want)
+        assert ok, f"{gpu} {fmt}: {msg}"
 
 
 @pytest.mark.clause("ACC-MFMA-002")
@@ -146,7 +150,9 @@ def test_f32_and_f64_mfma_are_fma_chains() -> None:
         for k in range(6):
             w = F(float(F(a[i, k]) * F(b[i, k]) + w))  # float(): nearest-even to float64
             w32 = F(round_value(F(a32[i, k]) * F(b32[i, k]) + w32, F32))
-        assert F(float(got[i])) == w and F(float(got32[i])) == w32
+        for res, oracle, wide in ((got[i], w, True), (got32[i], w32, False)):
+            ok, msg = same_bits(res, oracle, wide)
+            assert ok, f"row {i}: {msg}"
 
 
 @pytest.mark.clause("ACC-MFMA-004", "ACC-API-001")
@@ -171,6 +177,8 @@ def test_amd_gpus_are_selected_through_matmul_and_bad_choices_are_named() -> Non
                        "conventions; 'tensorcore:mi300' takes none"):
         ampref.matmul(A, B, input_format="float16", accumulation="tensorcore:mi300",
                       rules="mmasim")
+    with pytest.raises(ValueError, match=r"same last axis \(K\), got shapes \(4,\) and \(5,\)"):
+        mfma_dot(np.zeros(4), np.zeros(5), np.zeros(()), gpu="mi300", a_format="fp16")
     with pytest.raises(ValueError, match="no rigorous bound is stated for the AMD MFMA"):
         accumulation.error_bound(A[0], B[:, 0], accumulation="tensorcore:mi300",
                                  input_format="fp16")
