@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from .formats import Format, get_format
@@ -42,11 +45,15 @@ class Policy:
 
     name: str
     default_dtype: Format
-    categories: dict[str, str]
-    advice: dict[str, str] = field(default_factory=dict)
+    categories: Mapping[str, str]
+    advice: Mapping[str, str] = field(default_factory=dict)
     source: str = ""
 
     def __post_init__(self) -> None:
+        # read-only views of private copies: a policy is data, and shipped policies are
+        # loaded once and shared by every autocast region
+        object.__setattr__(self, "categories", MappingProxyType(dict(self.categories)))
+        object.__setattr__(self, "advice", MappingProxyType(dict(self.advice)))
         base: dict[str, str] = {}
         for name, cat in self.categories.items():
             base.setdefault(name.split(".")[0], cat)
@@ -90,17 +97,24 @@ def load_policy(name_or_path: str | Path) -> Policy:
                         f"{name_or_path!r}")
     path = Path(name_or_path)
     if not path.suffix and not path.exists():
-        entry = _shipped().joinpath(f"{name_or_path}.toml")
-        if not entry.is_file():
-            raise ValueError(f"unknown autocast policy {str(name_or_path)!r}; shipped policies: "
-                             f"{', '.join(policy_names())}, or a path to a .toml file, or a "
-                             f"jmp string like 'params=float32,compute=float16,output=float32'")
-        return parse_policy(entry.read_bytes(), f"ampref.policies/{name_or_path}.toml")
+        return _load_shipped(str(name_or_path))
     try:
         data = path.read_bytes()
     except OSError as e:
         raise ValueError(f"cannot read autocast policy {str(path)!r}: {e.strerror or e}") from e
     return parse_policy(data, str(path))
+
+
+@lru_cache(maxsize=None)
+def _load_shipped(name: str) -> Policy:
+    """A shipped policy, parsed once per process (every ``autocast`` region names one; the
+    policy is immutable, so sharing it is safe)."""
+    entry = _shipped().joinpath(f"{name}.toml")
+    if not entry.is_file():
+        raise ValueError(f"unknown autocast policy {name!r}; shipped policies: "
+                         f"{', '.join(policy_names())}, or a path to a .toml file, or a "
+                         f"jmp string like 'params=float32,compute=float16,output=float32'")
+    return parse_policy(entry.read_bytes(), f"ampref.policies/{name}.toml")
 
 
 def parse_policy(data: bytes, source: str) -> Policy:

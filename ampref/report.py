@@ -57,7 +57,9 @@ def _hist_grid(plt: Any, hists: dict[str, list[int]], title: str, fmt_name: str,
     # more panels than names: the rest are hidden below
     for ax, name in zip(axes.flat, names, strict=False):
         counts = np.asarray(hists[name])
-        ax.bar(centers, counts, width=2.0, color="steelblue")
+        # one filled step artist per panel: a bar per bin made thousands of patches, and
+        # drawing them took about 40 % of the default run's wall time
+        ax.stairs(counts, LOG2_BINS, fill=True, color="steelblue")
         _range_lines(ax, fmt_name)
         nz = np.flatnonzero(counts)
         lo = min(centers[nz[0]] if nz.size else -30,

@@ -47,9 +47,13 @@ def matmul(input: Tensor, other: Tensor, *, accumulation: str = "exact") -> Tens
     out = round_to(be, be.matmul(A, B, accumulation, fmt), fmt)
 
     def bwd(g: Any) -> tuple[Any, Any]:
-        ga = be.matmul(g, be.xp.swapaxes(B, -1, -2), accumulation, fmt)
-        gb = be.matmul(be.xp.swapaxes(A, -1, -2), g, accumulation, fmt)
-        return sum_to(be, ga, A.shape), sum_to(be, gb, B.shape)
+        # a gradient nobody receives is not computed (the engine skips None, ENG-BWD-001)
+        ga = gb = None
+        if a.requires_grad:
+            ga = sum_to(be, be.matmul(g, be.xp.swapaxes(B, -1, -2), accumulation, fmt), A.shape)
+        if b.requires_grad:
+            gb = sum_to(be, be.matmul(be.xp.swapaxes(A, -1, -2), g, accumulation, fmt), B.shape)
+        return ga, gb
     return make(be, out, fmt, "matmul", [a, b], bwd)
 
 
@@ -84,8 +88,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None, *,
 
     def bwd(g: Any) -> tuple[Any, ...]:
         G = g.reshape(-1, W.shape[0])
-        gx = be.matmul(G, W, accumulation, fmt).reshape(x.shape)
-        gw = be.matmul(G.T, X, accumulation, fmt)
+        # a gradient nobody receives is not computed (the engine skips None, ENG-BWD-001)
+        gx = be.matmul(G, W, accumulation, fmt).reshape(x.shape) if x.requires_grad else None
+        gw = be.matmul(G.T, X, accumulation, fmt) if weight.requires_grad else None
         if bias is None:
             return gx, gw
         return gx, gw, be.sum(G, axis=0)
