@@ -48,7 +48,7 @@ import numpy.typing as npt
 
 from .exactsum import round_odd_exact
 
-__all__ = ["STATS", "Stats", "matmul_f32", "sum_f32"]
+__all__ = ["STATS", "Stats", "matmul_f32", "segment_sum_f32", "sum_f32"]
 
 _U = 2.0**-53
 
@@ -284,3 +284,32 @@ def sum_f32(x: npt.NDArray[Any], axis: int | tuple[int, ...] | None = None,
     if not keepdims:
         out = out.reshape([s for i, s in enumerate(out.shape) if i not in axes])
     return xp.asarray(out, dtype=xp.float32)
+
+
+def segment_sum_f32(x: npt.NDArray[Any], starts: Any, xp: Any = np) -> npt.NDArray[np.float32]:
+    """``fl32(exact sum)`` of each segment of rows of ``x`` (n, D): segment ``i`` is rows
+    ``starts[i]`` up to the next start (``starts`` strictly increasing from 0, every
+    segment non-empty). Row order inside a segment does not matter.
+
+    Phases as :func:`sum_f32`, on ``add.reduceat`` sums (float64, sequential per
+    segment): the bound ``gamma(m + 2) * 2 * sum |x|`` with ``m`` the longest segment,
+    certify, and the exact fallback on the undecided elements' own terms. A zero result
+    keeps the float64 sum's sign (-0 only when every term is -0); NaN and inf stay in
+    their own segment.
+    """
+    x64 = xp.asarray(x, dtype=xp.float64)
+    starts = xp.asarray(starts)
+    n = x64.shape[0]
+    counts = xp.diff(xp.concatenate([starts, xp.asarray([n])]))
+    m = int(counts.max())
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = xp.add.reduceat(x64, starts, axis=0)
+        e = _gamma(m + 2) * xp.add.reduceat(xp.abs(x64), starts, axis=0) * 2.0
+    out, bad = _certify(r, e, xp)
+    if bad.any():
+        seg, col = xp.nonzero(bad)
+        j = xp.arange(m)
+        rows = xp.minimum(starts[seg][:, None] + j[None, :], n - 1)
+        terms = xp.where(j[None, :] < counts[seg][:, None], x64[rows, col[:, None]], 0.0)
+        _resolve(out, bad, terms, xp)
+    return out

@@ -44,6 +44,11 @@ class Backend(Protocol):
         """Sum in a defined order: float32 values give fl32(exact sum)."""
         ...
 
+    def segment_sum(self, x: Any, starts: Any) -> Any:
+        """Sums of consecutive row segments of ``x`` (n, D) starting at ``starts``:
+        float32 values give fl32(exact sum) per segment, float64 values float64 sums."""
+        ...
+
     def erf(self, x: Any) -> Any:
         """The error function of a float64 array, evaluated where the array lives (GELU)."""
         ...

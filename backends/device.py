@@ -237,6 +237,12 @@ class DeviceBackend:
             return self.xp.sum(x, axis=axis, keepdims=keepdims)
         return _cert.sum_f32(x, axis, keepdims, xp=self.xp)
 
+    def segment_sum(self, x: Any, starts: Any) -> Any:
+        """Exactly rounded segment sums (``add.reduceat``, CuPy >= 12); float64 in float64."""
+        if x.dtype == self.xp.float64:
+            return self.xp.add.reduceat(x, starts, axis=0)
+        return _cert.segment_sum_f32(x, starts, xp=self.xp)
+
     # -- loss scaling ------------------------------------------------------------------------
     def scaler_row(self, state: ScalerState) -> Any:
         """A device copy of the scaler state (found flag cleared) for one step."""

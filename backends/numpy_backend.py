@@ -53,6 +53,11 @@ class NumpyBackend:
             return np.sum(x, axis=axis, keepdims=keepdims)
         return _cert.sum_f32(x, axis, keepdims)
 
+    def segment_sum(self, x: Any, starts: Any) -> Any:
+        if x.dtype == np.float64:
+            return np.add.reduceat(x, starts, axis=0)
+        return _cert.segment_sum_f32(x, starts)
+
     def erf(self, x: Any) -> Any:
         from scipy.special import erf
 

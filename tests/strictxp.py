@@ -192,7 +192,7 @@ DeviceArray.__hash__ = None  # type: ignore[assignment]
 
 # ----------------------------------------------------------------------------- module
 class _UFunc:
-    """A NumPy ufunc seen through the wall (call, ``at``, ``reduce``)."""
+    """A NumPy ufunc seen through the wall (call, ``at``, ``reduce``, ``reduceat``)."""
 
     def __init__(self, uf: Any) -> None:
         self._uf = uf
@@ -206,6 +206,9 @@ class _UFunc:
 
     def reduce(self, *args: Any, **kwargs: Any) -> Any:
         return _wrap(self._uf.reduce(*_unwrap(args), **_unwrap(kwargs)))
+
+    def reduceat(self, *args: Any, **kwargs: Any) -> Any:  # cupy.add.reduceat: CuPy >= 12
+        return _wrap(self._uf.reduceat(*_unwrap(args), **_unwrap(kwargs)))
 
 
 def asarray(x: Any, dtype: Any = None) -> DeviceArray:

@@ -68,6 +68,35 @@ def test_sum_equals_the_integer_oracle_bit_for_bit(seed: int, kind: str, n: int)
             f"row {i}: {got[i].view(np.uint32):08x} != {want.view(np.uint32):08x}"
 
 
+@pytest.mark.clause("ENG-IDX-002", "ENG-RED-001")
+@given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(KINDS),
+       counts=st.lists(st.integers(1, 40), min_size=1, max_size=6))
+def test_segment_sums_equal_the_integer_oracle_bit_for_bit(seed: int, kind: str,
+                                                          counts: list[int]) -> None:
+    x = _data(seed, (sum(counts), 3), kind)
+    starts = np.cumsum([0, *counts[:-1]])
+    got = certified.segment_sum_f32(x, starts)
+    for i, (s0, c) in enumerate(zip(starts, counts, strict=True)):
+        for j in range(3):
+            want = _exact_f32(x[s0:s0 + c, j].astype(np.float64))
+            assert got[i, j].view(np.uint32) == want.view(np.uint32), \
+                f"[{i},{j}] {got[i, j].view(np.uint32):08x} != {want.view(np.uint32):08x}"
+
+
+@pytest.mark.clause("ENG-IDX-002")
+def test_segment_sums_resolve_many_float32_ties_exactly() -> None:
+    # sums of two same-sign float32 values of one binade are float32 ties half the time:
+    # about a quarter of the elements fail the certificate and take the exact fallback
+    rng = np.random.default_rng(3)
+    x = (1.0 + rng.integers(0, 2**23, (400, 64)) * 2.0**-23).astype(np.float32)
+    x *= rng.choice([-1.0, 1.0], x.shape).astype(np.float32)
+    starts = np.arange(0, 400, 2)
+    got = certified.segment_sum_f32(x, starts)
+    want = np.array([[_exact_f32(x[s:s + 2, j].astype(np.float64)) for j in range(64)]
+                     for s in starts])
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 @pytest.mark.clause("ENG-MM-001", "ENG-SPC-001")
 def test_non_finite_inputs_follow_ieee_and_overflow_gives_inf() -> None:
     a = np.array([[np.inf, 1.0], [np.nan, 0.0], [3e38, 3e38]], np.float32)

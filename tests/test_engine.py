@@ -297,6 +297,20 @@ def test_embedding_gradient_rows_are_exact_sums_rounded_once() -> None:
     F.embedding(ids, w).backward(g)
     # sequential float32 would give 2^24 + 1 -> 2^24, then + 1 -> 2^24; exact is 2^24 + 2
     assert w.grad[2, 0] == np.float32(2**24 + 2) and w.grad[0, 0] == 5.0
+    assert w.grad[1, 0] == 0.0 and not np.signbit(w.grad[1, 0])  # no tokens: +0
+
+
+@pytest.mark.clause("ENG-IDX-002", "ENG-SPC-001")
+def test_embedding_gradient_keeps_a_nan_in_its_own_row_and_zero_rows_positive() -> None:
+    w = ampref.tensor(np.zeros((4, 2)), requires_grad=True)
+    ids = np.array([[3, 1], [3, 0]])
+    g = np.array([[[np.nan, 1.0], [-0.0, -0.0]], [[2.0, np.inf], [-0.0, -0.0]]], np.float32)
+    F.embedding(ids, w).backward(g)
+    got = w.grad
+    assert np.isnan(got[3, 0]) and got[3, 1] == np.inf  # NaN + 2, 1 + inf: row 3 only
+    assert not np.isnan(got[:3]).any() and not np.isinf(got[:3]).any()
+    # rows 0 and 1 sum -0 values, row 2 has no tokens: all +0
+    assert (got[:3] == 0).all() and not np.signbit(got[:3]).any()
 
 
 @pytest.mark.clause("ENG-NRM-001")

@@ -67,11 +67,14 @@ def index(input: Tensor, idx: Any) -> Tensor:
 
 
 def embedding(input: Any, weight: Tensor) -> Tensor:
-    """weight[ids]; the weight gradient is a one-hot matmul, so each row's sum is exact
-    then rounded once (ENG-IDX-002). Not autocast-listed: output in weight's format."""
+    """weight[ids]; each row of the weight gradient is the exact sum of the gradients of
+    that row's tokens, rounded once (ENG-IDX-002; a zero row is +0, and a NaN or inf
+    reaches only its own row, as in torch). Not autocast-listed: output in weight's
+    format."""
     weight = check_tensor(weight, "embedding")
     be = weight.backend
-    ids_arr = be.xp.asarray(input.data if isinstance(input, Tensor) else input)
+    xp = be.xp
+    ids_arr = xp.asarray(input.data if isinstance(input, Tensor) else input)
     if ids_arr.dtype.kind not in "iu":
         raise TypeError(f"embedding ids must be integers, got dtype {ids_arr.dtype}")
     V = weight.shape[0]
@@ -83,9 +86,14 @@ def embedding(input: Any, weight: Tensor) -> Tensor:
     def bwd(g: Any) -> tuple[Any]:
         flat = ids_arr.reshape(-1)
         G = g.reshape(flat.size, -1)
-        onehot = be.xp.zeros((V, flat.size), dtype=G.dtype)
-        onehot[flat, be.xp.arange(flat.size)] = 1
-        return (be.matmul(onehot, G),)
+        gw = xp.zeros((V, G.shape[1]), dtype=G.dtype)
+        if flat.size:
+            # tokens grouped by id (a stable sort), one exact sum per group
+            order = xp.argsort(flat, kind="stable")
+            present, starts = xp.unique(flat[order], return_index=True)
+            # + 0.0 turns a -0 sum into +0: an embedding row's zero gradient is +0
+            gw[present] = be.segment_sum(G[order], starts) + 0.0
+        return (gw,)
     return make(be, out, weight.format, "embedding", [weight], bwd)
 
 
