@@ -6,6 +6,7 @@ Every error, argparse's included, is one line on stderr and exit status 2 (TRN-E
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import fields, replace
 from pathlib import Path
@@ -154,7 +155,11 @@ def _train(args: argparse.Namespace) -> int:
         print(f"outputs in {Path(args.out).resolve()} ({'report.md, ' if report else ''}"
               "metrics.json, final.npz)")
         return 0
-    rows = compare(cfg, modes, args.out, progress=not args.quiet, report=report)
+    # modes run in parallel processes on the host backend (the results do not depend on
+    # it); a device backend keeps one process on its one GPU
+    jobs = args.jobs if args.jobs is not None else (
+        min(len(modes), os.cpu_count() or 1) if cfg.backend == "numpy" else 1)
+    rows = compare(cfg, modes, args.out, progress=not args.quiet, report=report, jobs=jobs)
     print(compare_table(rows))
     print(f"outputs in {Path(args.out).resolve()} (compare.json, compare.md, compare.png, "
           "one folder per mode)")
@@ -234,6 +239,10 @@ def _add_train(sub: Any) -> None:
                    help="a UTF-8 text file instead of the embedded text (first 8 MiB used)")
     t.add_argument("--no-report", action="store_true", help="skip the plots and report.md")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--jobs", type=int, default=None,
+                   help="modes trained at once when comparing, in worker processes (default: "
+                        "one per CPU core on the numpy backend, 1 on a GPU); the results are "
+                        "bit-identical for any value")
     t.set_defaults(func=_train)
 
 

@@ -12,7 +12,10 @@ import csv
 import io
 import json
 import math
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -58,11 +61,13 @@ def _check_out(out: Path) -> None:
 
 
 def train(cfg: TrainConfig, out: str | Path, *, resume: bool = False, progress: bool = True,
-          report: bool = True, stop_after: int | None = None) -> dict[str, Any]:
+          report: bool = True, stop_after: int | None = None,
+          progress_row: int = 0) -> dict[str, Any]:
     """Run (or resume) one mode into ``out``; returns the summary dict.
 
     ``stop_after`` ends the process-local loop early after that many steps of this call
-    (checkpointing first), to test resumption.
+    (checkpointing first), to test resumption. ``progress_row`` is the terminal row of
+    the progress bar (one per mode when :func:`compare` runs modes in parallel).
     """
     if report:
         _need_matplotlib()
@@ -81,7 +86,7 @@ def train(cfg: TrainConfig, out: str | Path, *, resume: bool = False, progress: 
         if run.state.step > cfg.steps:
             raise TrainError(f"--resume: the checkpoint is at step {run.state.step}, beyond "
                              f"--steps {cfg.steps}")
-    bar = _progress(cfg, run.state.step, progress)
+    bar = _progress(cfg, run.state.step, progress, progress_row)
     done_here = 0
     t_start = time.perf_counter()
     while run.state.step < cfg.steps:
@@ -115,12 +120,13 @@ def _master_value(run: Run, i: int, p: Tensor) -> np.ndarray:
     return np.asarray(p.backend.to_numpy(m) if m is not None else p.numpy(), dtype=np.float32)
 
 
-def _progress(cfg: TrainConfig, start: int, enabled: bool) -> Any:
+def _progress(cfg: TrainConfig, start: int, enabled: bool, row: int) -> Any:
     if not enabled:
         return None
     from tqdm import tqdm
 
-    return tqdm(total=cfg.steps, initial=start, desc=cfg.precision, unit="step", leave=True)
+    return tqdm(total=cfg.steps, initial=start, desc=cfg.precision, unit="step", leave=True,
+                position=row)
 
 
 def _summary(run: Run) -> dict[str, Any]:
@@ -164,9 +170,15 @@ def _write_metrics(run: Run, out: Path, summary: dict[str, Any]) -> None:
 
 
 def compare(cfg: TrainConfig, modes: list[str], out: str | Path, *, progress: bool = True,
-            report: bool = True) -> list[dict[str, Any]]:
+            report: bool = True, jobs: int = 1) -> list[dict[str, Any]]:
     """Run several modes with the same seed and data order into ``out/<mode>``;
-    write ``out/compare.json`` and ``out/compare.md``; return the summaries."""
+    write ``out/compare.json`` and ``out/compare.md``; return the summaries.
+
+    ``jobs`` > 1 trains that many modes at once in worker processes (one BLAS thread
+    each). The results are the same bits either way: every sum and matmul of the engine
+    is exactly rounded, so nothing depends on threads or on which process ran a mode;
+    only the timing columns change.
+    """
     for m in modes:
         if m not in MODES:
             raise TrainError(f"unknown precision mode {m!r}; choose one of {', '.join(MODES)}")
@@ -174,13 +186,17 @@ def compare(cfg: TrainConfig, modes: list[str], out: str | Path, *, progress: bo
     if dup:
         raise TrainError(f"--compare lists {', '.join(dup)} more than once; each mode runs once "
                          "into its own folder")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise TrainError(f"--jobs must be an integer >= 1, got {jobs!r}")
     out = _out_path(out)
     _check_out(out)
-    rows = []
-    for m in modes:
-        c = replace(cfg, precision=m,
-                    inject_nonfinite=cfg.inject_nonfinite if MODES[m].scaler else 0.0)
-        rows.append(train(c, out / m, progress=progress, report=report))
+    configs = [replace(cfg, precision=m,
+                       inject_nonfinite=cfg.inject_nonfinite if MODES[m].scaler else 0.0)
+               for m in modes]
+    if jobs > 1 and len(modes) > 1:
+        rows = _train_parallel(configs, out, progress, report, min(jobs, len(modes)))
+    else:
+        rows = [train(c, out / c.precision, progress=progress, report=report) for c in configs]
     atomic_write(str(out / "compare.json"), json.dumps(rows, indent=1) + "\n")
     table = compare_table(rows)
     quant = quant_table(rows)
@@ -188,6 +204,31 @@ def compare(cfg: TrainConfig, modes: list[str], out: str | Path, *, progress: bo
     if report:
         write_compare_plot(out, modes)
     return rows
+
+
+_ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _train_parallel(configs: list[TrainConfig], out: Path, progress: bool, report: bool,
+                    jobs: int) -> list[dict[str, Any]]:
+    """``train`` of each configuration in ``jobs`` spawned processes; summaries in order."""
+    # spawned workers read these when they import NumPy: one BLAS thread per worker, so
+    # that ``jobs`` workers do not oversubscribe the cores
+    saved = {k: os.environ.get(k) for k in _ONE_THREAD}
+    os.environ.update({k: "1" for k in _ONE_THREAD})
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = [pool.submit(train, c, out / c.precision, progress=progress,
+                                   report=report, progress_row=i)
+                       for i, c in enumerate(configs)]
+            return [f.result() for f in futures]
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def quant_table(rows: list[dict[str, Any]]) -> str:

@@ -54,6 +54,28 @@ def test_compare_writes_one_object_per_mode_with_the_required_fields(
     assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.clause("TRN-CMP-002")
+def test_compare_in_two_worker_processes_gives_the_same_bits_as_in_one(
+        tmp_path: Path) -> None:
+    cfg = replace(SMALL, steps=6)
+    modes = ["fp32", "amp-bf16", "amp-fp16"]
+    seq = compare(cfg, modes, tmp_path / "seq", progress=False, report=False)
+    par = compare(cfg, modes, tmp_path / "par", progress=False, report=False, jobs=2)
+    timing = {"steps_per_s", "wall_s"}
+    assert [{k: v for k, v in r.items() if k not in timing} for r in seq] == \
+        [{k: v for k, v in r.items() if k not in timing} for r in par]
+    for m in modes:
+        assert _bitwise_equal(_final(tmp_path / "seq" / m), _final(tmp_path / "par" / m)), m
+
+
+@pytest.mark.clause("TRN-CMP-002")
+@pytest.mark.parametrize("jobs", [0, -1, 1.5, True])
+def test_compare_refuses_a_job_count_that_is_not_a_positive_integer(tmp_path: Path,
+                                                                      jobs: object) -> None:
+    with pytest.raises(TrainError, match="--jobs must be an integer >= 1"):
+        compare(SMALL, ["fp32", "amp-bf16"], tmp_path, jobs=jobs)  # type: ignore[arg-type]
+
+
 @pytest.mark.clause("TRN-CMP-001")
 def test_amp_fp16_final_loss_matches_fp32_within_the_rounding_tolerance(
         compared: tuple[Path, list[dict]]) -> None:
