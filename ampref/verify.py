@@ -34,6 +34,11 @@ _BLOCK = 1 << 22
 MAX_WORKERS = 4 * (os.cpu_count() or 1)
 
 
+#: elements per pass of the oracle: its ~40 float64 temporaries then stay in the cache
+#: (measured on a 2^22 block: 0.70 s in one piece, 0.09 s in pieces of 2^16)
+_ORACLE_CHUNK = 1 << 16
+
+
 def reference_quantize(x: npt.NDArray[np.float32], fmt: Format, rnd: RoundingMode, *,
                        saturate: bool = False, subnormals: bool = True,
                        rbits: Any = None) -> npt.NDArray[np.float32]:
@@ -41,8 +46,19 @@ def reference_quantize(x: npt.NDArray[np.float32], fmt: Format, rnd: RoundingMod
 
     Every step is exact in float64: float32 values and the format's grid points have at
     most 24 significant bits, quanta are powers of two, and ``a / q`` spans < 2^53.
+    Elementwise, so it runs over pieces of ``_ORACLE_CHUNK`` elements.
     """
     x = np.asarray(x, dtype=np.float32)
+    if x.size > _ORACLE_CHUNK:
+        flat = x.reshape(-1)
+        words = None if rbits is None else np.broadcast_to(np.asarray(rbits), x.shape).reshape(-1)
+        out = np.empty(flat.shape, np.float32)
+        for i in range(0, flat.size, _ORACLE_CHUNK):
+            sl = slice(i, i + _ORACLE_CHUNK)
+            out[sl] = reference_quantize(flat[sl], fmt, rnd, saturate=saturate,
+                                         subnormals=subnormals,
+                                         rbits=None if words is None else words[sl])
+        return out.reshape(x.shape)
     neg = np.signbit(x)
     with np.errstate(invalid="ignore"):  # signalling NaNs quieten on widening
         a = np.abs(x.astype(np.float64))
@@ -54,11 +70,15 @@ def reference_quantize(x: npt.NDArray[np.float32], fmt: Format, rnd: RoundingMod
     if not fmt.has_subnormals:
         qexp = np.where(safe < tiny, fmt.minexp, qexp)
     q = np.ldexp(1.0, qexp)
-    n = np.floor(safe / q)
+    t = safe / q
+    n = np.floor(t)
     lo, hi = n * q, (n + 1) * q
-    frac = safe / q - n
-    lo_odd = (np.fmod(n, 2) == 1) | ((fmt.mantissa_bits == 0) & (n > 0))
+    frac = t - n
     inexact = frac > 0
+    if rnd in (RoundingMode.NEAREST_EVEN, RoundingMode.ODD):
+        # n is an integer below 2^53, so n / 2 is exact and odd n leave a fraction
+        half = n * 0.5
+        lo_odd = (half != np.floor(half)) | ((fmt.mantissa_bits == 0) & (n > 0))
     if rnd is RoundingMode.NEAREST_EVEN:
         up = (frac > 0.5) | ((frac == 0.5) & lo_odd)
     elif rnd is RoundingMode.NEAREST_AWAY:
@@ -75,9 +95,15 @@ def reference_quantize(x: npt.NDArray[np.float32], fmt: Format, rnd: RoundingMod
         up = np.floor(frac * 2.0**32) > np.asarray(rbits, dtype=np.float64)
     v = np.where(up, hi, lo)
     fmax = fmt.max
-    down = {RoundingMode.TOWARD_ZERO: np.ones_like(neg), RoundingMode.ODD: np.ones_like(neg),
-            RoundingMode.TOWARD_POSITIVE: neg, RoundingMode.TOWARD_NEGATIVE: ~neg}.get(
-                rnd, np.zeros_like(neg))
+    # the modes that round an overflow toward the largest finite value
+    if rnd in (RoundingMode.TOWARD_ZERO, RoundingMode.ODD):
+        down = np.ones_like(neg)
+    elif rnd is RoundingMode.TOWARD_POSITIVE:
+        down = neg
+    elif rnd is RoundingMode.TOWARD_NEGATIVE:
+        down = ~neg
+    else:
+        down = np.zeros_like(neg)
     if fmt.has_inf:
         over_val = np.inf
     elif fmt.has_nan:
@@ -160,7 +186,7 @@ def verify_block(start: int, stop: int, stride: int, fmt_name: str, rounding: st
     """Check the float32 patterns start, start+stride, ... < stop."""
     fmt, rnd = get_format(fmt_name), get_rounding(rounding)
     res = VerifyResult(fmt.name, rnd.value)
-    pats = np.arange(start, stop, stride, dtype=np.uint64).astype(np.uint32)
+    pats = np.arange(start, stop, stride, dtype=np.uint32)  # stop <= 2^32: fits
     x = pats.view(np.float32)
     rbits = None
     if rnd is RoundingMode.STOCHASTIC:
