@@ -105,6 +105,8 @@ def _overflow_goes_down(rnd: RoundingMode, neg: Any) -> Any:
 def _encode_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode, sat: bool,
                   subnormals: bool, rbits: Any) -> tuple[Any, Any]:
     """Encode one chunk. Returns (codes as src.udtype, mask of NaN inputs)."""
+    # why long: one kernel: its phases (classify, normal tier, below-normal tier, overflow,
+    # specials) share masks and scratch that splitting would pass around
     U = src.udtype
     M = fmt.mantissa_bits
 
@@ -288,6 +290,8 @@ def _finish_slow(out: Any, nans: Any, where: Any, us: Any, src: _Source, fmt: Fo
 def encode_bits(x: npt.NDArray[Any], fmt: Format, rnd: RoundingMode, sat: bool,
                  subnormals: bool, seed: int | None, words: Any = None) -> tuple[Any, Any]:
     """Encode all of ``x``; stochastic words come from (seed, flat index) or ``words``."""
+    # why long: the chunk loop of the encode kernel with its tier dispatch; the phases are
+    # commented
     src = _F32 if x.dtype == np.float32 else _F64
     if fmt.minexp < src.minexp or fmt.mantissa_bits >= src.mant:
         # the format reaches below the source's normal range (E8M0 from float32) or is

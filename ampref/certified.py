@@ -10,13 +10,16 @@ backend. Computing it directly is slow; this module gets it from float64 BLAS:
    is 2^-298), so ``r`` differs from the exact value ``s`` only by the float64 additions:
    ``|r - s| <= gamma(K + 1) * sum_k |a_k b_k|`` for *any* order (Higham, Thm 3.1),
    with ``gamma(n) = n u / (1 - n u)``, ``u = 2^-53``.
-2. Phase *bound*: ``S = |A| @ |B|`` (a second float64 GEMM); the bound ``e`` is
-   inflated by 2 to cover its own rounding. Where ``S <= 2^52 qa_i qb_j`` (``qa_i``,
+2. Phase *bound*: ``S`` bounds ``sum_k |a_k b_k|`` per element: for matmuls
+   ``||a_i||_2 ||b_j||_2`` from row and column norms (Cauchy-Schwarz; two passes over
+   the operands instead of a second GEMM), and the GEMM ``|A| @ |B|`` only where that
+   leaves more than 1/32 of the elements undecided; for sums ``sum |x|``. Where
+   ``S <= 2^52 qa_i qb_j`` (``qa_i``,
    ``qb_j`` lower bounds of the quanta of row i of A and column j of B: the smallest
    nonzero magnitude's power of two times 2^(1-p) for p-bit inputs) every
    partial sum is a multiple of the products' common quantum below 2^53 of it, so ``r``
    is exact and ``e = 0``: with fp16/bf16 inputs this decides almost every element,
-   exact float32 ties included.
+   exact float32 ties included. Otherwise ``e = 2 gamma(K + 2) S``.
 3. Phase *certify*: round-to-nearest is monotone, so if ``fl32(r - e) == fl32(r + e)``
    that value is ``fl32(s)``.
 4. Phase *exact by range*: for the elements that fail, the terms are gathered. Every
@@ -32,6 +35,9 @@ backend. Computing it directly is slow; this module gets it from float64 BLAS:
 6. Phase *exact*: the few left (an exact sum at or next to a float32 tie) are computed
    with integer arithmetic (:func:`ampref.exactsum.round_odd_exact`, then one
    rounding).
+
+Size (about 320 lines): the phases share the bound and certificate helpers; matmuls,
+sums and segment sums are three front ends of one algorithm and stay beside it.
 
 NaN/inf: a non-finite input makes ``r`` non-finite through IEEE float64 arithmetic,
 which is what the exact model gives (inf + -inf = NaN); such elements are taken as

@@ -83,20 +83,46 @@ def write_report(run: Any, out: Path, summary: dict[str, Any]) -> None:
     plt = _plt()
     st = run.state
     h = [r for r in st.history if not r.get("removed")]
-    steps = [r["step"] for r in h]
     fmt_name = _low_format(run)
+    _loss_plot(plt, run, h, out / "loss.png")
+    _scale_plot(plt, run, h, out / "scale.png")
+    last = max(st.hists, key=int) if st.hists else None
+    if last is not None:
+        mode = run.cfg.precision
+        _hist_grid(plt, st.hists[last]["gradients"],
+                   f"{mode}: gradients (x loss scale) at step {last}", fmt_name,
+                   out / "hist_gradients.png")
+        _hist_grid(plt, st.hists[last]["activations"], f"{mode}: activations at step {last}",
+                   fmt_name, out / "hist_activations.png")
+    _underflow_plot(plt, st.layer_series, out / "underflow.png")
+    quant = []
+    if st.quant_series:
+        write_quant_plot(plt, st.quant_series, run.cfg.precision, out / "quantization.png")
+        quant = ["## Quantization (FP8/FP4 GEMMs of the block linears)", "",
+                 "![quantization per layer](quantization.png)", "",
+                 *what_if_lines(st.what_if, summary["steps"] - 1), ""]
+    from .atomicio import atomic_write
 
+    atomic_write(str(out / "report.md"), "\n".join(_report_lines(run, summary, fmt_name, quant))
+                 + "\n")
+
+
+def _loss_plot(plt: Any, run: Any, h: list[dict[str, Any]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.plot(steps, [r["loss"] for r in h], linewidth=1)
+    ax.plot([r["step"] for r in h], [r["loss"] for r in h], linewidth=1)
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (nats/char)")
     ax.set_title(f"{run.cfg.precision}: loss")
     fig.tight_layout()
-    fig.savefig(out / "loss.png", dpi=80)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
+
+def _scale_plot(plt: Any, run: Any, h: list[dict[str, Any]], path: Path) -> None:
+    """The loss scale over steps with skipped and injected steps marked."""
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.semilogy(steps, [r["scale"] for r in h], drawstyle="steps-post", label="loss scale")
+    ax.semilogy([r["step"] for r in h], [r["scale"] for r in h], drawstyle="steps-post",
+                label="loss scale")
     sk = [r for r in h if not r["applied"]]
     ax.scatter([r["step"] for r in sk], [r["scale"] for r in sk], color="crimson", marker="x",
                label=f"skipped ({len(sk)})", zorder=3)
@@ -108,28 +134,15 @@ def write_report(run: Any, out: Path, summary: dict[str, Any]) -> None:
     ax.set_title(f"{run.cfg.precision}: loss scale" + ("" if run.scaler else " (no scaler: 1)"))
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "scale.png", dpi=80)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
-    last = max(st.hists, key=int) if st.hists else None
-    if last is not None:
-        mode = run.cfg.precision
-        _hist_grid(plt, st.hists[last]["gradients"],
-                   f"{mode}: gradients (x loss scale) at step {last}", fmt_name,
-                   out / "hist_gradients.png")
-        _hist_grid(plt, st.hists[last]["activations"], f"{mode}: activations at step {last}",
-                   fmt_name, out / "hist_activations.png")
 
-    _underflow_plot(plt, st.layer_series, out / "underflow.png")
-    quant = []
-    if st.quant_series:
-        write_quant_plot(plt, st.quant_series, run.cfg.precision, out / "quantization.png")
-        quant = ["## Quantization (FP8/FP4 GEMMs of the block linears)", "",
-                 "![quantization per layer](quantization.png)", "",
-                 *what_if_lines(st.what_if, summary["steps"] - 1), ""]
-
+def _report_lines(run: Any, summary: dict[str, Any], fmt_name: str,
+                  quant: list[str]) -> list[str]:
+    """report.md: the run's metrics table, the figures and the file list."""
     sc = "-" if summary["final_scale"] is None else f"{summary['final_scale']:g}"
-    lines = [
+    return [
         f"# ampref train: {run.cfg.precision}", "",
         f"{summary['about']}. {summary['steps']} steps, seed {run.cfg.seed}, "
         f"batch {run.cfg.batch}, "
@@ -155,9 +168,6 @@ def write_report(run: Any, out: Path, summary: dict[str, Any]) -> None:
         "Files: `metrics.json`, `metrics.csv` (one row per step), `final.npz` (float32 master "
         "weights by parameter name), `ckpt/` (checkpoints).",
     ]
-    from .atomicio import atomic_write
-
-    atomic_write(str(out / "report.md"), "\n".join(lines) + "\n")
 
 
 def _underflow_plot(plt: Any, series: dict[str, list[list[float]]], path: Path) -> None:

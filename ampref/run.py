@@ -157,6 +157,8 @@ class Run:
 
     def step(self) -> dict[str, Any]:
         """One training step (batch ``state.step``); returns its metrics."""
+        # why long: the phases of one training step (forward, scaled backward, statistics,
+        # unscale, skip or apply) in the order the spec states them
         s = self.state.step
         cfg = self.cfg
         ids = self.corpus.batch(cfg.seed, s, cfg.batch)

@@ -207,6 +207,8 @@ class Tensor:
             RuntimeError: the tensor does not require grad, or ``grad`` is missing for a
                 tensor of more than one element.
         """
+        # why long: the engine's one backward loop: gradient rounding, accumulation, the
+        # observer and the loss-scale marks act on the same per-tensor state
         if not self.requires_grad:
             raise RuntimeError("backward() on a tensor that does not require grad "
                                "(no input had requires_grad=True, or it was made under no_grad)")

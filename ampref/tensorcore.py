@@ -234,6 +234,8 @@ def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
     tiles run on ``threads`` threads (NumPy releases the GIL in ufuncs). Rules other
     than ampref's, DMMA and inputs with NaN/inf take the per-row :func:`dot` instead.
     """
+    # why long: the fast organisation of the block model: the per-row fallback test, layout,
+    # exponent precomputation and the threaded tile loop belong together
     path, lim, fin, fout = block_params(gpu, input_format, output_format, b_format)
     fb, rl = get_format(b_format or fin), get_rules(rules)
     M, K = A.shape

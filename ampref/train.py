@@ -69,6 +69,8 @@ def train(cfg: TrainConfig, out: str | Path, *, resume: bool = False, progress: 
     (checkpointing first), to test resumption. ``progress_row`` is the terminal row of
     the progress bar (one per mode when :func:`compare` runs modes in parallel).
     """
+    # why long: the run loop with its checkpoint, resume and stop-after bookkeeping; the
+    # branches share the loop's state
     if report:
         _need_matplotlib()
     out = _out_path(out)

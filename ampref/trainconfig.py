@@ -90,6 +90,7 @@ class TrainConfig:
         Raises:
             TrainError: the first bad field, named with its allowed range or choices.
         """
+        # why long: one check per field, each with its own message
         if self.precision not in MODES:
             raise TrainError(f"unknown precision mode {self.precision!r}; choose one of "
                              f"{', '.join(MODES)}")

@@ -48,6 +48,8 @@ def reference_quantize(x: npt.NDArray[np.float32], fmt: Format, rnd: RoundingMod
     most 24 significant bits, quanta are powers of two, and ``a / q`` spans < 2^53.
     Elementwise, so it runs over pieces of ``_ORACLE_CHUNK`` elements.
     """
+    # why long: the oracle is one straight formula, step after step, kept whole so it reads
+    # against the spec; it shares no helper with the kernels it checks
     x = np.asarray(x, dtype=np.float32)
     if x.size > _ORACLE_CHUNK:
         flat = x.reshape(-1)

@@ -142,3 +142,39 @@ def test_the_checker_sees_a_planted_cycle(tmp_path: Path) -> None:
     b = _imports("pkg.b", pkg / "b.py", False, known)
     assert ("pkg.b", False, "thing") in a and ("pkg.a", False, "a") in b
     assert ("pkg.a", False, "_secret") in b
+
+
+def _long_functions(paths: list[Path], root: Path = ROOT, limit: int = 40) -> list[str]:
+    """Functions whose code (docstring excluded) runs past ``limit`` lines without a
+    ``# why long:`` comment."""
+    found = []
+    for p in paths:
+        src = p.read_text()
+        for node in ast.walk(ast.parse(src)):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            first = node.body[0]
+            has_doc = (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                       and isinstance(first.value.value, str))
+            start = (first.end_lineno or first.lineno) + 1 if has_doc and len(node.body) > 1 \
+                else first.lineno
+            end = node.end_lineno or node.lineno
+            text = "\n".join(src.splitlines()[node.lineno - 1:end])
+            if end - start + 1 > limit and "# why long:" not in text:
+                found.append(f"{p.relative_to(root)}:{node.lineno} {node.name} "
+                             f"({end - start + 1} lines)")
+    return found
+
+
+def test_functions_stay_under_40_lines_unless_a_comment_says_why() -> None:
+    paths = sorted((ROOT / "ampref").rglob("*.py")) + sorted((ROOT / "backends").glob("*.py"))
+    assert _long_functions(paths) == []
+
+
+def test_the_length_checker_sees_a_long_function_and_accepts_a_stated_reason(
+        tmp_path: Path) -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(41))
+    (tmp_path / "m.py").write_text(f'def f() -> None:\n    """Doc."""\n{body}\n')
+    (tmp_path / "ok.py").write_text(f"def g() -> None:\n    # why long: a test\n{body}\n")
+    found = _long_functions([tmp_path / "m.py", tmp_path / "ok.py"], tmp_path)
+    assert found == ["m.py:1 f (41 lines)"]

@@ -68,6 +68,33 @@ def test_sum_equals_the_integer_oracle_bit_for_bit(seed: int, kind: str, n: int)
             f"row {i}: {got[i].view(np.uint32):08x} != {want.view(np.uint32):08x}"
 
 
+@pytest.mark.clause("ENG-MM-001")
+def test_matmul_takes_the_gemm_bound_where_the_norm_bound_is_loose_and_stays_exact(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # one-hot rows against float32 columns of sums of two same-binade values: the norm
+    # bound spans the whole column, so most elements stay undecided and the |A| @ |B|
+    # bound (and then the exact fallback for the ties) must take over
+    rng = np.random.default_rng(8)
+    a = np.zeros((40, 64), np.float32)
+    a[np.arange(40), rng.integers(0, 64, 40)] = 1.0
+    a[np.arange(40), rng.integers(0, 64, 40)] += 1.0
+    b = ((1.0 + rng.integers(0, 2**23, (64, 48)) * 2.0**-23)
+         * 2.0 ** rng.integers(-40, 40, (64, 48))).astype(np.float32)
+    calls: list[int] = []
+    tight = certified._tight_bound
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return tight(*args, **kw)
+    monkeypatch.setattr(certified, "_tight_bound", counted)
+    got = certified.matmul_f32(a, b)
+    assert calls, "the GEMM bound was not needed: the test no longer covers it"
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    want = np.array([[_exact_f32(A[i] * B[:, j]) for j in range(48)] for i in range(40)])
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), \
+        [f"{x:08x}" for x in got.view(np.uint32)[got.view(np.uint32) != want.view(np.uint32)]]
+
+
 @pytest.mark.clause("ENG-IDX-002", "ENG-RED-001")
 @given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(KINDS),
        counts=st.lists(st.integers(1, 40), min_size=1, max_size=6))

@@ -115,6 +115,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
     patch contributions in float64 in kernel-offset order (i, then j) and rounds once.
     Zero padding. Autocast name ``conv2d`` (lower precision under both torch policies).
     """
+    # why long: argument checks, im2col forward and the fixed-order col2im backward of one op
     be, fmt, ins, x, weight, bias = _weighted_inputs("conv2d", input, weight, bias)
     (sh, sw), (ph, pw) = _pair(stride, "stride"), _pair(padding, "padding")
     if x.ndim != 4 or weight.ndim != 4 or x.shape[1] != weight.shape[1]:

@@ -112,6 +112,8 @@ def quantized_linear(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
         TypeError: not Tensors, or a backend other than NumPy.
         ValueError: shapes that do not match, unknown recipe or profile.
     """
+    # why long: the three GEMMs of a recipe linear (forward, input gradient, weight gradient)
+    # with their roles' quantizers, kept together so the roles can be compared with TE's
     rec = get_gemm_recipe(recipe)
     x, w = check_tensor(input, "quantized_linear"), check_tensor(weight, "quantized_linear")
     be = backend_of(x, w, bias)

@@ -76,6 +76,8 @@ def quantize(x: npt.ArrayLike, recipe: str | Recipe, *, profile: str | Profile =
         ValueError: unknown recipe, profile, tile, rounding or option (the choices named);
             stochastic rounding without ``seed``/``random_bits``.
     """
+    # why long: argument validation for every recipe option (one named error each) before the
+    # dispatch to the recipe
     rec, prof = get_recipe(recipe), get_profile(profile)
     x32 = as_float32(x, f"recipe {rec.name!r}")
     t = _check(rec, prof, tile, rounding, options, x32.ndim)
@@ -137,6 +139,8 @@ def _delayed(x32: Any, prof: Profile, fmt: str, options: dict[str, Any],
 
 def _nvfp4(x32: Any, rec: Recipe, prof: Profile, t: tuple[int, int], rounding: str,
            seed: Any, rbits: Any, options: dict[str, Any], kw: dict[str, Any]) -> Quantized:
+    # why long: the NVFP4 recipe's steps (global scale, block amax, scale encode, element
+    # encode, decode) follow TE's reference in one place so they can be checked line by line
     had = check_flag("hadamard", options.get("hadamard", False))
     row_scaled = check_flag("row_scaled", options.get("row_scaled", False))
     fos = check_flag("four_over_six", options.get("four_over_six", False))
