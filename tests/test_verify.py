@@ -90,4 +90,4 @@ def test_help_states_defaults_and_the_runtime_of_an_exhaustive_run() -> None:
         assert text in " ".join(train_help.split()), text
     verify_help = subprocess.run([sys.executable, "-m", "ampref", "verify", "--help"],
                                  capture_output=True, text=True, check=True).stdout
-    assert "about 10 minutes" in " ".join(verify_help.split())
+    assert "about 4 minutes" in " ".join(verify_help.split())
