@@ -222,7 +222,7 @@ def _work_dtype(fin: Format) -> Any:
 def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
          *, gpu: str | TensorCoreGPU, input_format: str | Format,
          output_format: str | Format = "float32", threads: int = 2,
-         tile_rows: int = 32, b_format: str | Format | None = None,
+         tile_rows: int = 64, b_format: str | Format | None = None,
          rules: str | Rules | None = None) -> npt.NDArray[Any]:
     """D = A @ B + C with B given transposed (N, K); inputs already validated.
 
