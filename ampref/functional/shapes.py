@@ -1,8 +1,8 @@
 """Shape ops and gathers: reshape, transpose, broadcast_to, indexing, embedding, concat.
 
 Values are moved, never rounded (exact); gradients of repeated indices are added in
-float64 in index order and rounded once (ENG-IDX-001), embedding's weight gradient is a
-one-hot matmul with exactly rounded row sums (ENG-IDX-002).
+float64 in index order and rounded once (ENG-IDX-001), embedding's weight gradient is
+one exactly rounded sum per row over that row's tokens (ENG-IDX-002).
 """
 
 from __future__ import annotations
