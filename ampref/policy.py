@@ -59,12 +59,23 @@ class Policy:
             base.setdefault(name.split(".")[0], cat)
         object.__setattr__(self, "_base", base)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # the read-only views do not pickle; a policy travels as its plain fields
+        return (_policy_from_fields, (self.name, self.default_dtype, dict(self.categories),
+                                      dict(self.advice), self.source))
+
     def category(self, op: str) -> str | None:
         """Category of an op, or None if unlisted. An overload-less name (``softmax``)
         matches its overloads (``softmax.int``): aten overloads of one op share a
         category in torch's lists (AUT-POL-002)."""
         hit = self.categories.get(op)
         return hit if hit is not None else self._base.get(op.split(".")[0])  # type: ignore[attr-defined]
+
+
+def _policy_from_fields(name: str, default_dtype: Format, categories: dict[str, str],
+                        advice: dict[str, str], source: str) -> Policy:
+    return Policy(name=name, default_dtype=default_dtype, categories=categories, advice=advice,
+                  source=source)
 
 
 def _shipped() -> Any:

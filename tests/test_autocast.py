@@ -267,3 +267,15 @@ def test_overload_less_names_match_listed_overloads() -> None:
     assert cuda.category("pow") == "fp32"
     assert cuda.category("conv_transpose2d") == "lower_precision_fp"
     assert cuda.category("relu") is None
+
+
+@pytest.mark.clause("AUT-POL-004")
+def test_a_loaded_policy_is_read_only_shared_and_survives_pickling() -> None:
+    import pickle
+
+    pol = load_policy("torch-cpu")
+    assert load_policy("torch-cpu") is pol  # shipped files are parsed once per process
+    with pytest.raises(TypeError):
+        pol.categories["mm"] = "fp32"  # type: ignore[index]
+    back = pickle.loads(pickle.dumps(pol))
+    assert back == pol and back.category("mm") == pol.category("mm")
