@@ -209,8 +209,7 @@ def _tight_bound(a64: Any, b64: Any, qa: Any, qb: Any, xp: Any = np) -> Any:
     elements undecided (sparse or spiky operands, where Cauchy-Schwarz is loose)."""
     K = a64.shape[-1]
     S = xp.matmul(xp.abs(a64), xp.abs(b64))
-    u, v = _range_factors(xp.ones_like(qa), xp.ones_like(qb), qa, qb, xp)
-    exact = S * (u[..., :, None] * v[..., None, :]) * (1 + 2.0**-40) <= 1.0
+    exact = _fits(S, qa[..., :, None] + qb[..., None, :], xp)
     return xp.where(exact, 0.0, _gamma(K + 2) * S * 2.0)
 
 
@@ -305,8 +304,15 @@ def segment_sum_f32(x: npt.NDArray[Any], starts: Any, xp: Any = np) -> npt.NDArr
     """
     x64 = xp.asarray(x, dtype=xp.float64)
     starts = xp.asarray(starts)
-    n = x64.shape[0]
+    n = x64.shape[0] if x64.ndim else 0
+    if starts.ndim != 1 or starts.dtype.kind not in "iu" or not 0 < starts.size <= n:
+        raise ValueError(f"segment starts must be a non-empty 1-D integer array of at most "
+                         f"{n} row indices (x has shape {tuple(x64.shape)}), got "
+                         f"{starts.dtype} array of shape {tuple(starts.shape)}")
     counts = xp.diff(xp.concatenate([starts, xp.asarray([n])]))
+    if int(starts[0]) != 0 or int(counts.min()) < 1:
+        raise ValueError(f"segment starts must begin at 0 and increase strictly below {n} "
+                         f"(every segment non-empty), got {_to_host(xp, starts).tolist()[:8]}")
     m = int(counts.max())
     with np.errstate(over="ignore", invalid="ignore"):
         r = xp.add.reduceat(x64, starts, axis=0)

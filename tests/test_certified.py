@@ -121,7 +121,19 @@ def test_segment_sums_resolve_many_float32_ties_exactly() -> None:
     got = certified.segment_sum_f32(x, starts)
     want = np.array([[_exact_f32(x[s:s + 2, j].astype(np.float64)) for j in range(64)]
                      for s in starts])
-    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    diff = got.view(np.uint32) != want.view(np.uint32)
+    assert not diff.any(), [f"{g:08x} != {w:08x}" for g, w in
+                            zip(got.view(np.uint32)[diff], want.view(np.uint32)[diff],
+                                strict=True)][:5]
+
+
+@pytest.mark.clause("ENG-IDX-002")
+@pytest.mark.parametrize("starts", [[1, 3], [0, 3, 3], [0, 5, 2], [0, 9], [], [[0, 2]],
+                                    [0.0, 2.0]])
+def test_segment_sums_refuse_starts_that_are_not_segments(starts: list) -> None:
+    x = np.ones((6, 2), np.float32)
+    with pytest.raises(ValueError, match="segment starts must"):
+        certified.segment_sum_f32(x, np.asarray(starts))
 
 
 @pytest.mark.clause("ENG-MM-001", "ENG-SPC-001")

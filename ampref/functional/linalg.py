@@ -145,14 +145,18 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
 
     def bwd(g: Any) -> tuple[Any, ...]:
         G = xp.ascontiguousarray(g.transpose(0, 2, 3, 1)).reshape(-1, Cout)
-        gw = be.matmul(G.T, cols, accumulation, fmt).reshape(weight.shape)
-        gcols = be.matmul(G, Wm, accumulation, fmt).reshape(N, Ho, Wo, C, kh, kw)
-        gpad = xp.zeros(xpad.shape, dtype=xp.float64)
-        for i in range(kh):  # fixed order: kernel row, then column
-            for j in range(kw):
-                part = gcols[:, :, :, :, i, j].transpose(0, 3, 1, 2)
-                gpad[:, :, i:i + sh * Ho:sh, j:j + sw * Wo:sw] += part
-        gx = gpad[:, :, ph:ph + H, pw:pw + W]
+        # a gradient nobody receives is not computed (the engine skips None, ENG-BWD-001)
+        gw = be.matmul(G.T, cols, accumulation, fmt).reshape(weight.shape) \
+            if weight.requires_grad else None
+        gx = None
+        if x.requires_grad:
+            gcols = be.matmul(G, Wm, accumulation, fmt).reshape(N, Ho, Wo, C, kh, kw)
+            gpad = xp.zeros(xpad.shape, dtype=xp.float64)
+            for i in range(kh):  # fixed order: kernel row, then column
+                for j in range(kw):
+                    part = gcols[:, :, :, :, i, j].transpose(0, 3, 1, 2)
+                    gpad[:, :, i:i + sh * Ho:sh, j:j + sw * Wo:sw] += part
+            gx = gpad[:, :, ph:ph + H, pw:pw + W]
         res: list[Any] = [gx, gw]
         if bias is not None:
             res.append(be.sum(G, 0))
