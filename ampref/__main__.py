@@ -1,6 +1,6 @@
 import sys
 
-from .cli import main
+from ampref.cli import main
 
 if __name__ == "__main__":  # not when a spawned worker process imports it
     sys.exit(main())

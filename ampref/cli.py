@@ -12,8 +12,8 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .formats import FORMATS, get_format
-from .rounding import RoundingMode
+from ampref.formats.table import FORMATS, get_format
+from ampref.formats.rounding import RoundingMode
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -24,7 +24,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from .verify import summary, verify
+    from ampref.certify.verify import summary, verify
 
     if args.matrix is not None:
         return _campaign(args)
@@ -39,7 +39,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _campaign(args: argparse.Namespace) -> int:
-    from .campaign import certificates, matrix, run_campaign
+    from ampref.certify.campaign import certificates, matrix, run_campaign
 
     if args.results is None:
         raise ValueError("a campaign needs --results DIR (one file per finished chunk, so it "
@@ -60,7 +60,7 @@ def _campaign(args: argparse.Namespace) -> int:
 
 
 def _certify(args: argparse.Namespace) -> int:
-    from .certreport import certify
+    from ampref.certify.report import certify
 
     doc = certify(args.out, level=args.level, source=args.source, imports=args.import_results,
                   scheduler=args.scheduler, stride=args.stride)
@@ -106,9 +106,9 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
 def _train(args: argparse.Namespace) -> int:
     # why long: one check per flag combination the user can get wrong, each with its one-line
     # message, in the order argparse hands them over
-    from .checkpoint import checkpoint_config
-    from .train import compare, compare_table, train
-    from .trainconfig import DEFAULT_COMPARE, MODES, TrainConfig, TrainError
+    from ampref.training.checkpoint import checkpoint_config
+    from ampref.training.train import compare, compare_table, train
+    from ampref.training.config import DEFAULT_COMPARE, MODES, TrainConfig, TrainError
 
     given = _given(args)
     report = not args.no_report
@@ -199,8 +199,8 @@ def _add_verify(sub: Any) -> None:
 
 def _add_train(sub: Any) -> None:
     # why long: the argparse table of the train command, one add_argument per flag
-    from .scaling import PROFILES
-    from .trainconfig import DEFAULT_COMPARE, MODES, RECIPE_PROFILES, TrainConfig
+    from ampref.scaling.profiles import PROFILES
+    from ampref.training.config import DEFAULT_COMPARE, MODES, RECIPE_PROFILES, TrainConfig
 
     d = TrainConfig()
     t = sub.add_parser(
@@ -216,7 +216,7 @@ def _add_train(sub: Any) -> None:
     t.add_argument("--out", default="runs/train", help="output folder (default runs/train)")
     t.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its newest checkpoint")
-    from . import backends  # type: ignore[attr-defined]  # mapped from backends/
+    from ampref import backends  # type: ignore[attr-defined]  # mapped from backends/
 
     t.add_argument("--backend", choices=backends.names(),
                    help=f"array backend (default {d.backend})")

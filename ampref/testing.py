@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .cast import decode
-from .formats import Format, get_format
+from ampref.formats.cast import decode
+from ampref.formats.table import Format, get_format
 
 __all__ = ["representable", "arrays", "hard_cases", "assert_bitwise_equal",
            "assert_within_ulps", "ordinal"]
@@ -87,7 +87,7 @@ def ordinal(x: npt.ArrayLike, fmt: str | Format | None = None) -> npt.NDArray[np
         mag = (u & (top - u.dtype.type(1))).astype(np.int64)
         return np.where((u & top) != 0, -mag, mag)
     fmt = get_format(fmt)
-    from .cast import encode
+    from ampref.formats.cast import encode
 
     vals = arr.astype(np.float32)
     codes = encode(vals, fmt).astype(np.int64)

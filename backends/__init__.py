@@ -5,6 +5,10 @@ ampref defines itself: quantize-to-format, matmul under an accumulation model, s
 in a defined order (exactly rounded) and counter-based random bits. It is chosen
 per call or per tensor, never through a global flag. ``get("numpy")`` always works;
 ``get("cupy")`` needs CuPy and a CUDA device.
+
+Imports: ``ampref.common``, ``ampref.formats``, ``ampref.accumulation`` and
+``ampref.scaling`` (the device loss-scaling kernels take its state rows); never the
+engine, which reaches arrays only through this seam.
 """
 
 from __future__ import annotations

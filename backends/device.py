@@ -12,7 +12,7 @@ Numerics (what agrees with the NumPy reference, and how):
   ``__nv_bfloat16``/``__half`` (kernels) or ``CUDA_R_16BF``/``CUDA_R_16F`` (cuBLAS)
   (BKD-BF16-001).
 * ``matmul(accumulation="exact")`` and ``sum``: the exactly rounded algorithm of
-  :mod:`ampref.certified` run with CuPy arrays (float64 cuBLAS GEMMs plus the
+  :mod:`ampref.accumulation.certified` run with CuPy arrays (float64 cuBLAS GEMMs plus the
   certification passes), so results equal the reference bit for bit whatever cuBLAS's
   summation order (BKD-MM-001, BKD-RED-001).
 * ``matmul(accumulation="cublas")``: fp16/bf16 codes through ``cublasGemmEx`` with
@@ -24,7 +24,7 @@ Numerics (what agrees with the NumPy reference, and how):
   computed by the reference on the host (one copy each way).
 * Loss scaling: gradients are unscaled and checked by one kernel per tensor that raises
   a flag in the scaler's device row; one kernel applies the transition of
-  :func:`ampref.scaling.transition`, and one read of that row per step is the step's
+  :func:`ampref.scaling.machine.transition`, and one read of that row per step is the step's
   decision (BKD-SCL-001..002).
 
 :class:`DeviceBackend` takes its array module and kernel set as arguments: with CuPy and
@@ -39,12 +39,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ampref import accumulation as _acc
-from ampref import certified as _cert
-from ampref.formats import Format, get_format
-from ampref.rounding import get_rounding
-from ampref.scaling import ScalerConfig, ScalerState
-from ampref.srhash import keys, check_seed
+from ampref.accumulation import models as _acc
+from ampref.accumulation import certified as _cert
+from ampref.formats.table import Format, get_format
+from ampref.formats.rounding import get_rounding
+from ampref.scaling.machine import ScalerConfig, ScalerState
+from ampref.formats.srhash import keys, check_seed
 
 from .kernelsrc import (
     ST_FOUND,

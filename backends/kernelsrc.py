@@ -14,10 +14,10 @@ from importlib import resources
 
 import numpy as np
 
-from ampref.formats import Encoding, Format, get_format
-from ampref.rounding import RoundingMode, get_rounding
-from ampref.scaling import ScalerConfig, ScalerState
-from ampref.srhash import keys, check_seed
+from ampref.formats.table import Encoding, Format, get_format
+from ampref.formats.rounding import RoundingMode, get_rounding
+from ampref.scaling.machine import ScalerConfig, ScalerState
+from ampref.formats.srhash import keys, check_seed
 
 __all__ = [
     "ACTIONS",

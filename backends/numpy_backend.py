@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from ampref import accumulation as _acc
-from ampref import certified as _cert
-from ampref.cast import quantize as _quantize
-from ampref.srhash import random_bits as _random_bits
+from ampref.accumulation import models as _acc
+from ampref.accumulation import certified as _cert
+from ampref.formats.cast import quantize as _quantize
+from ampref.formats.srhash import random_bits as _random_bits
 
 
 class NumpyBackend:
@@ -33,7 +33,7 @@ class NumpyBackend:
     def matmul(self, a: Any, b: Any, accumulation: str = "exact", input_format: Any = None) -> Any:
         """Exact model: fl32(exact a @ b) via certified float64 BLAS (ENG-MM-001).
         Other models (``sequential``, ``tensorcore:<gpu>``, ...) go through
-        :func:`ampref.accumulation.matmul` per 2-D slice."""
+        :func:`ampref.accumulation.models.matmul` per 2-D slice."""
         if a.dtype == np.float64 or b.dtype == np.float64:
             return np.matmul(np.asarray(a, np.float64), np.asarray(b, np.float64))
         if accumulation == "exact":

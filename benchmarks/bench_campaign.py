@@ -17,7 +17,7 @@ import platform
 import tempfile
 import time
 
-from ampref import campaign as C
+from ampref.certify import campaign as C
 
 
 def main() -> None:

@@ -18,9 +18,9 @@ import numpy as np
 from _timing import best_time
 
 import ampref
-import ampref.functional as F
+from ampref.engine import functional as F
 from ampref import nn, optim
-from ampref.rng import Generator
+from ampref.engine.rng import Generator
 
 
 def ampref_mlp(amp: bool):  # type: ignore[no-untyped-def]

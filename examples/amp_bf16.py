@@ -13,7 +13,7 @@ import argparse
 import numpy as np
 
 import ampref
-import ampref.functional as F
+from ampref import functional as F
 from ampref import nn, optim
 
 

@@ -17,7 +17,7 @@ import json
 import numpy as np
 
 import ampref
-import ampref.functional as F
+from ampref import functional as F
 from ampref import nn, optim
 
 

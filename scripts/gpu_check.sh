@@ -12,7 +12,7 @@ p = cupy.cuda.runtime.getDeviceProperties(0)
 print("device", p["name"].decode(), "cc", p["major"], p["minor"])
 print("python", sys.version.split()[0])
 PY
-python3 -m pytest -q -rs -p no:cacheprovider tests/test_device_backend.py 2>&1 | tee "$out/gpu_tests.log"
+python3 -m pytest -q -rs -p no:cacheprovider tests/backends/test_device_backend.py 2>&1 | tee "$out/gpu_tests.log"
 status=${PIPESTATUS[0]}
 echo "exit status $status" | tee -a "$out/gpu_tests.log"
 exit "$status"

@@ -1,10 +1,10 @@
 """Record MMA-Sim's outputs (Microsoft's bit-accurate tensor-core simulator, pure PyTorch
 on CPU) for the configurations ampref added from it: mixed E4M3 x E5M2 FP8 MMAs (Hopper
 wgmma, Blackwell tcgen05) and block-scaled MMAs (tcgen05 kind::mxf8f6f4 and mxf4nvf4),
-into tests/data/mmasim_vectors.npz for tests/test_blockmma.py; an adversarial campaign
+into tests/data/mmasim_vectors.npz for tests/accumulation/test_blockmma.py; an adversarial campaign
 over NVIDIA block FMAs (every GPU family, fp32 and fp16 output, FP8 with fp16 output)
-for the rule classes of ACC-TC-008 (tests/test_gpus.py); and AMD CDNA1/2/3 MFMA rows
-(tests/test_mfma.py), in tests/data/mmasim_matrixcores.npz.
+for the rule classes of ACC-TC-008 (tests/accumulation/test_gpus.py); and AMD CDNA1/2/3 MFMA rows
+(tests/accumulation/test_mfma.py), in tests/data/mmasim_matrixcores.npz.
 
 Usage::
 

@@ -1,5 +1,5 @@
 """Record the outputs of torchao and of Transformer Engine's pure-PyTorch references on
-fixed inputs, for tests/test_recipes_conformance.py (bitwise comparison with ampref's
+fixed inputs, for tests/recipes/test_recipes_conformance.py (bitwise comparison with ampref's
 ``te-reference`` and ``torchao`` profiles).
 
 Usage::

@@ -5,7 +5,7 @@
 Writes tests/data/scaler_traces.json: for each case the library, its version, the
 parameters, the overflow sequence and, after every update, the scale as a float32 hex
 pattern and the growth counter. The same drivers run live in
-tests/test_scaling_conformance.py when the libraries are installed.
+tests/scaling/test_scaling_conformance.py when the libraries are installed.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from ampref import evidence
+from ampref.certify import evidence
 
 CLAUSE = evidence.CLAUSE
 
@@ -27,7 +27,7 @@ def spec_clauses(root: Path) -> dict[str, str]:
 def cited_clauses(root: Path) -> dict[str, list[str]]:
     """Clause ID -> test functions whose clause marker cites it."""
     cites: dict[str, list[str]] = {}
-    for py in sorted((root / "tests").glob("test_*.py")):
+    for py in sorted((root / "tests").rglob("test_*.py")):
         pending: list[str] = []
         for line in py.read_text(encoding="utf-8").splitlines():
             if "mark.clause(" in line or (pending and line.lstrip().startswith('"')):

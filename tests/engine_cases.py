@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-import ampref.functional as F
+from ampref.engine import functional as F
 
 TGT = np.array([0, 2, 1, 3])
 IDS = np.array([0, 1, 1, 3])

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from ampref.formats import Encoding, Format
-from ampref.srhash import random_bits_scalar
+from ampref.formats.table import Encoding, Format
+from ampref.formats.srhash import random_bits_scalar
 
 NAN = "nan"
 

@@ -1,44 +1,42 @@
-"""The import graph: one direction through the layers of docs/architecture.md, one
-documented exception (tensor -> functional, a lazy hook for the operators), and no
-module importing another's private names."""
+"""The import graph between the rooms of docs/architecture.md: every room imports only
+rooms below it, one documented hook inside the engine (tensor -> functional, a lazy
+import for the operators), no cycles, no module importing another's private names; and
+the top of ampref/ is exactly the rooms the architecture table lists."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import re
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[1]
-#: (source folder, import name) of the package; the repository keeps the backends beside
+import ampref
+from paths import ROOT
+
+#: source folder and import name of the package; the repository keeps the backends beside
 #: ampref/ and setuptools maps them to ampref.backends
 SOURCES = ((ROOT / "ampref", "ampref"), (ROOT / "backends", "ampref.backends"))
 
-#: layer of each module (prefix match, longest first): imports go to the same or a lower
-#: layer only; docs/architecture.md draws the same table
-LAYERS = {
-    "ampref.checks": 0, "ampref.formats": 0, "ampref.rounding": 0, "ampref.srhash": 0,
-    "ampref.atomicio": 0, "ampref.rng": 0, "ampref.evidenceplugin": 0,
-    "ampref.castkernel": 1, "ampref.cast": 1, "ampref.exactsum": 1, "ampref.gpus": 1,
-    "ampref.tensorcore": 2, "ampref.blockmma": 2, "ampref.mfma": 2, "ampref.accumulation": 2,
-    "ampref.certified": 2,
-    "ampref.recipes": 3, "ampref.verify": 2, "ampref.testing": 2,
-    "ampref.scaling": 3, "ampref.audit": 3, "ampref.lossscaler": 3, "ampref.policy": 3,
-    "ampref.autocast_mode": 3, "ampref.campaign": 3,
+#: layer of each room: a module imports modules of its own room or of rooms in lower
+#: layers only; rooms of one layer do not import each other. docs/architecture.md draws
+#: the same table.
+ROOMS = {
+    "ampref.common": 0,
+    "ampref.formats": 1,
+    "ampref.accumulation": 2,
+    "ampref.recipes": 3, "ampref.scaling": 3, "ampref.policy": 3,
     "ampref.backends": 4,
-    "ampref.tensor": 5,
-    "ampref.functional": 6,
-    "ampref.nn": 7, "ampref.optim": 7, "ampref.amp": 7,
-    "ampref.stats": 8, "ampref.trainconfig": 8, "ampref.corpus": 8, "ampref.faults": 8,
-    "ampref.run": 8, "ampref.checkpoint": 8, "ampref.quantreport": 8,
-    "ampref.report": 9, "ampref.evidence": 9, "ampref.certreport": 9,
-    "ampref.train": 10,
-    "ampref.cli": 11, "ampref.__main__": 11,
-    "ampref": 12,  # the package's __init__: the public names, above everything
+    "ampref.engine": 5,
+    "ampref.training": 6, "ampref.certify": 6, "ampref.testing": 6,
+    "ampref.cli": 7, "ampref.__main__": 8,
+    "ampref": 9,  # the package's __init__: the public names, above everything
 }
-#: the single allowed upward edge: Tensor's operators call ampref.functional through a
-#: function-level import (tinygrad's pattern), so tensor.py loads before the ops
-HOOK = ("ampref.tensor", "ampref.functional")
+#: the single edge against the order inside a room: Tensor's operators call the engine's
+#: functional ops through a function-level import (tinygrad's pattern), so tensor.py
+#: loads before the ops
+HOOK = ("ampref.engine.tensor", "ampref.engine.functional")
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -79,11 +77,18 @@ def _walk(node: ast.AST, in_fn: bool):  # type: ignore[no-untyped-def]
         yield from _walk(child, inner)
 
 
-def _layer(name: str) -> int:
-    for prefix in sorted(LAYERS, key=len, reverse=True):
+def _room(name: str) -> str:
+    for prefix in sorted(ROOMS, key=len, reverse=True):
         if name == prefix or name.startswith(prefix + "."):
-            return LAYERS[prefix]
-    raise AssertionError(f"module {name} has no layer in LAYERS (add it, and to architecture.md)")
+            return prefix
+    raise AssertionError(f"module {name} is in no room of ROOMS (add it, and to "
+                         "architecture.md)")
+
+
+def _allowed(source: str, target: str) -> bool:
+    """Same room, or a room of a lower layer."""
+    a, b = _room(source), _room(target)
+    return a == b or ROOMS[b] < ROOMS[a]
 
 
 def _graph() -> dict[str, list[tuple[str, bool, str]]]:
@@ -92,10 +97,18 @@ def _graph() -> dict[str, list[tuple[str, bool, str]]]:
 
 
 @pytest.mark.clause("API-ARC-001")
-def test_every_import_goes_to_the_same_or_a_lower_layer_but_the_one_hook() -> None:
-    upward = sorted({(m, t) for m, edges in _graph().items() for t, _, _ in edges
-                     if _layer(t) > _layer(m)})
-    assert upward == [HOOK]
+def test_every_import_stays_in_its_room_or_goes_to_a_lower_one() -> None:
+    wrong = sorted({(m, t) for m, edges in _graph().items() for t, _, _ in edges
+                    if not _allowed(m, t)})
+    assert wrong == []
+
+
+@pytest.mark.clause("API-ARC-001")
+def test_the_room_checker_refuses_an_upward_and_a_sideways_import() -> None:
+    assert not _allowed("ampref.formats.cast", "ampref.engine.tensor")
+    assert not _allowed("ampref.scaling.scaler", "ampref.policy.autocast")
+    assert _allowed("ampref.engine.nn.modules", "ampref.formats.table")
+    assert _allowed("ampref.engine.tensor", "ampref.engine.functional.core")
 
 
 @pytest.mark.clause("API-ARC-001")
@@ -178,3 +191,79 @@ def test_the_length_checker_sees_a_long_function_and_accepts_a_stated_reason(
     (tmp_path / "ok.py").write_text(f"def g() -> None:\n    # why long: a test\n{body}\n")
     found = _long_functions([tmp_path / "m.py", tmp_path / "ok.py"], tmp_path)
     assert found == ["m.py:1 f (41 lines)"]
+
+
+#: what the top of ampref/ holds: the rooms and the four top-level modules
+TOP = {"__init__.py", "__main__.py", "cli.py", "testing.py", "common", "formats",
+       "accumulation", "recipes", "scaling", "policy", "engine", "training", "certify"}
+
+
+@pytest.mark.clause("API-ARC-001")
+def test_the_top_of_the_package_is_the_rooms_of_the_architecture_table() -> None:
+    entries = {p.name for p in (ROOT / "ampref").iterdir() if p.name != "__pycache__"}
+    assert entries == TOP
+    table = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rooms = sorted(n for n in TOP if "." not in n) + ["backends"]
+    missing = [r for r in rooms if not re.search(rf"^\s*{r}/\s+\S", table, re.M)]
+    assert missing == [], f"rooms without their line in docs/architecture.md's tree: {missing}"
+
+
+@pytest.mark.clause("API-ARC-001")
+def test_every_room_says_what_it_is_for_and_what_it_may_import() -> None:
+    inits = [ROOT / "ampref" / n / "__init__.py" for n in TOP if "." not in n]
+    inits.append(ROOT / "backends" / "__init__.py")
+    for init in inits:
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        assert "Imports:" in doc, f"{init} does not say what the room may import"
+
+
+def test_modules_stay_under_400_lines() -> None:
+    paths = sorted((ROOT / "ampref").rglob("*.py")) + sorted((ROOT / "backends").glob("*.py"))
+    long = [f"{p.relative_to(ROOT)} ({n})" for p in paths
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400]
+    assert long == []
+
+
+#: the module paths the README and docs name; they must import as they always did
+DOCUMENTED = ("ampref.scaling", "ampref.tensorcore", "ampref.accumulation", "ampref.recipes",
+              "ampref.functional", "ampref.nn", "ampref.optim", "ampref.amp",
+              "ampref.testing", "ampref.backends")
+
+
+@pytest.mark.clause("API-ARC-001")
+@pytest.mark.parametrize("path", DOCUMENTED)
+def test_every_documented_module_path_imports(path: str) -> None:
+    module = importlib.import_module(path)
+    assert getattr(ampref, path.split(".")[1]) is module
+
+
+@pytest.mark.clause("API-ARC-001")
+@pytest.mark.parametrize("old", sorted(ampref.OLD_PATHS))
+def test_an_old_flat_module_path_is_the_very_module_of_its_new_room(old: str) -> None:
+    new = importlib.import_module(f"ampref.{ampref.OLD_PATHS[old]}")
+    assert importlib.import_module(f"ampref.{old}") is new
+
+
+def test_old_paths_reach_submodules_without_a_second_copy() -> None:
+    import ampref.nn.utils  # noqa: F401 - the old spelling, through the path finder
+    from ampref.engine.nn import utils
+
+    assert importlib.import_module("ampref.nn.utils") is utils
+    assert importlib.import_module("ampref.functional.core") is importlib.import_module(
+        "ampref.engine.functional.core")
+
+
+def test_names_users_imported_from_old_modules_are_the_same_objects() -> None:
+    from ampref.lossscaler import LossScaler
+    from ampref.scaling import PROFILES, transition
+    from ampref.scaling.machine import transition as machine_transition
+    from ampref.scaling.profiles import PROFILES as profile_rows
+
+    assert LossScaler is ampref.LossScaler
+    assert PROFILES is profile_rows and transition is machine_transition
+
+
+def test_importing_an_old_path_never_rebinds_a_public_name() -> None:
+    import ampref.tensor  # noqa: F401 - the old module path of ampref.engine.tensor
+
+    assert callable(ampref.tensor) and ampref.tensor is ampref.engine.tensor.tensor

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import ampref
-import ampref.functional as F
+from ampref.engine import functional as F
 from ampref import nn, optim, recipes
-from ampref.policy import get_policy, load_policy
+from ampref.policy.policies import get_policy, load_policy
 from ampref.testing import assert_bitwise_equal
 
 

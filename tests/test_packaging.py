@@ -16,10 +16,10 @@ import pytest
 
 import ampref
 from ampref import backends
-from ampref.policy import load_policy, policy_names
+from ampref.policy.policies import load_policy, policy_names
 from ampref.backends import kernelsrc
+from paths import ROOT
 
-ROOT = Path(__file__).parents[1]
 
 
 @pytest.mark.clause("API-PKG-001")
@@ -37,7 +37,7 @@ def test_backends_are_a_subpackage_of_ampref() -> None:
 def test_shipped_policies_are_package_data_from_the_single_source_in_specs() -> None:
     assert {"torch-cpu", "torch-cuda"} <= set(policy_names())
     for name in ("torch-cuda", "torch-cpu"):
-        shipped = resources.files("ampref.policies").joinpath(f"{name}.toml").read_bytes()
+        shipped = resources.files("ampref.policy.shipped").joinpath(f"{name}.toml").read_bytes()
         assert shipped == (ROOT / "specs" / "policies" / f"{name}.toml").read_bytes()
         assert load_policy(name).name == name
 
@@ -47,7 +47,8 @@ def test_cuda_sources_and_the_embedded_text_are_package_data() -> None:
     assert "mma" in kernelsrc.mma_source()
     for name in ("ampref_kernels.cuh", "kernels.cu", "mma_chain.cu", "host_harness.cpp"):
         assert kernelsrc.cuda_source(name) == (ROOT / "backends" / "cuda" / name).read_text()
-    text = resources.files("ampref.data").joinpath("declaration.txt").read_text(encoding="utf-8")
+    text = resources.files("ampref.training").joinpath("declaration.txt").read_text(
+        encoding="utf-8")
     assert text.startswith("In Congress, July 4, 1776.")
 
 

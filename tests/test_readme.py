@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
-README = Path(__file__).parents[1] / "README.md"
+README = ROOT / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from paths import ROOT
 
-ROOT = Path(__file__).parents[1]
 
 
 def _trace() -> ModuleType:

@@ -6,6 +6,8 @@ mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, fp8_block, fp8_current, fp8_delayed) 
 implementation's arithmetic (``PROFILES``: te, te-reference, torchao, ocp);
 ``compare`` shows where profiles disagree and which rule is responsible; ``matmul`` is
 the block-scaled GEMM reference.
+
+Imports: ``ampref.common``, ``ampref.formats`` and ``ampref.accumulation``.
 """
 
 import numpy as np

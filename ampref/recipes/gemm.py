@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..accumulation import matmul as _model_matmul
-from ..blockmma import BLOCK_SCALED, block_scaled_dot
-from ..certified import matmul_f32
-from ..cast import decode
-from ..exactsum import add_rounded
-from ..formats import get_format
+from ampref.accumulation.models import matmul as _model_matmul
+from ampref.accumulation.blockmma import BLOCK_SCALED, block_scaled_dot
+from ampref.accumulation.certified import matmul_f32
+from ampref.formats.cast import decode
+from ampref.formats.exactsum import add_rounded
+from ampref.formats.table import get_format
 from .catalog import get_recipe
 from .tiles import Quantized, dequantize
 
@@ -35,7 +35,7 @@ def _fma32(a: Any, b: Any, c: Any) -> Any:
 def acc_matmul(a: Any, b: Any, *, input_format: str, accumulation: str,
                b_format: str | None = None) -> Any:
     """a @ b under an accumulation model; "exact" (fl32 of the exact sum) runs through
-    ampref.certified at BLAS speed, the same numbers as accumulation.matmul's exact.
+    ampref.accumulation.certified at BLAS speed, the same numbers as accumulation.matmul's exact.
     ``b_format``: B's element format when it differs (E4M3 x E5M2, HYBRID's dgrad and
     wgrad; the tensor-core models take that mix, ACC-TC-007)."""
     if accumulation == "exact":
@@ -87,7 +87,7 @@ def matmul(qa: Quantized, qb: Quantized, *, accumulation: str = "exact") -> npt.
 
     fp8_block: TE's chunked equation (REC-GEM-001). MX and NVFP4: decode each element
     times its block scale (exact), accumulate over K under ``accumulation`` (any model of
-    :mod:`ampref.accumulation`; "exact" rounds the exact dot product once), then for NVFP4
+    :mod:`ampref.accumulation.models`; "exact" rounds the exact dot product once), then for NVFP4
     multiply by alpha = fl32(g_a * g_b) (REC-GEM-002). fp8_current/fp8_delayed: the
     accumulated FP8 products times fl32(s_a * s_b) (cuBLAS's scale_a * scale_b).
 
@@ -128,7 +128,7 @@ def _row_scales(q: Quantized) -> npt.NDArray[np.float64]:
 
 def _block_scaled(qa: Quantized, qb: Quantized, gpu: str) -> npt.NDArray[np.float32]:
     """MX/NVFP4 on a GPU with block-scaled MMAs: the instruction model of
-    :mod:`ampref.blockmma` on the element values and block scales (REC-GEM-003), then
+    :mod:`ampref.accumulation.blockmma` on the element values and block scales (REC-GEM-003), then
     alpha = fl32(g_a * g_b) for NVFP4."""
     fp8 = qa.element.startswith("float8") or qb.element.startswith("float8")
     kind = "mxf8f6f4" if fp8 or qa.recipe.startswith("mxfp6") else "mxf4nvf4"

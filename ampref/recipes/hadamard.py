@@ -4,7 +4,7 @@
 Each run of 16 elements along the last axis is multiplied by T = diag(signs) . H16 / 4,
 H16 the Sylvester Hadamard matrix and ``signs`` TE's fixed vector
 (``get_wgrad_sign_vector``). Every product is exact (+-x/4); the 16-term sums follow an
-accumulation model of :mod:`ampref.accumulation` ("sequential" float32 by default: TE's
+accumulation model of :mod:`ampref.accumulation.models` ("sequential" float32 by default: TE's
 reference uses torch's float32 matmul, its kernel bf16 tensor-core MMAs).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ..accumulation import matmul
+from ampref.accumulation.models import matmul
 
 __all__ = ["SIGNS", "hadamard_matrix", "rht"]
 

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..cast import encode, quantize
-from ..formats import Encoding, Format, get_format
+from ampref.formats.cast import encode, quantize
+from ampref.formats.table import Encoding, Format, get_format
 from .catalog import Profile
 from .elements import encode_elements
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..cast import decode, encode
+from ampref.formats.cast import decode, encode
 from .catalog import Profile
 from .tiles import FLT_MAX, f32
 

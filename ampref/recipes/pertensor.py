@@ -13,8 +13,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ..cast import encode
-from ..formats import Format, get_format
+from ampref.formats.cast import encode
+from ampref.formats.table import Format, get_format
 
 __all__ = ["amax", "DelayedScaling", "DelayedState", "current_scale", "quantize_per_tensor",
            "scales_from_amax", "FLT_MAX"]

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..cast import decode
-from ..checks import check_flag
+from ampref.formats.cast import decode
+from ampref.common.checks import check_flag
 from .catalog import PROFILES, RECIPES, Profile, Recipe, get_profile, get_recipe
 from .elements import encode_elements, sr_words, stochastic_e2m1
 from .hadamard import rht

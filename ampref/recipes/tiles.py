@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..cast import value_table
+from ampref.formats.cast import value_table
 
 __all__ = ["Quantized", "as_float32", "to_blocks", "from_blocks", "block_amax", "f32",
            "FLT_MAX", "dequantize"]

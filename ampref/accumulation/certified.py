@@ -1,0 +1,327 @@
+"""Exactly rounded float32 matmuls and sums at BLAS speed (spec ENG-MM-001, ENG-RED-001).
+
+The engine defines a dot product or a sum of float32-representable values as its
+**exact** value rounded once to float32 (nearest-even). That result does not depend on
+summation order, threads or SIMD width, so it is the same on every machine and every
+backend. Computing it directly is slow; this module gets it from float64 BLAS:
+
+1. Phase *approximate*: ``r = A @ B`` (or ``sum(x)``) in float64. Every product of two
+   float32 values is exact in float64 (48 significant bits, no underflow: the smallest
+   is 2^-298), so ``r`` differs from the exact value ``s`` only by the float64 additions:
+   ``|r - s| <= gamma(K + 1) * sum_k |a_k b_k|`` for *any* order (Higham, Thm 3.1),
+   with ``gamma(n) = n u / (1 - n u)``, ``u = 2^-53``.
+2. Phase *bound*: ``S`` bounds ``sum_k |a_k b_k|`` per element: for matmuls
+   ``||a_i||_2 ||b_j||_2`` from row and column norms (Cauchy-Schwarz; two passes over
+   the operands instead of a second GEMM), and the GEMM ``|A| @ |B|`` only where that
+   leaves more than 1/32 of the elements undecided; for sums ``sum |x|``. Where
+   ``S <= 2^52 qa_i qb_j`` (``qa_i``,
+   ``qb_j`` lower bounds of the quanta of row i of A and column j of B: the smallest
+   nonzero magnitude's power of two times 2^(1-p) for p-bit inputs) every
+   partial sum is a multiple of the products' common quantum below 2^53 of it, so ``r``
+   is exact and ``e = 0``: with fp16/bf16 inputs this decides almost every element,
+   exact float32 ties included. Otherwise ``e = 2 gamma(K + 2) S``.
+3. Phase *certify*: round-to-nearest is monotone, so if ``fl32(r - e) == fl32(r + e)``
+   that value is ``fl32(s)``.
+4. Phase *exact by range*: for the elements that fail, the terms are gathered. Every
+   term is an integer multiple of its lowest set bit; if ``sum |terms| <= 2^52 q`` with
+   ``q`` the smallest such bit in the row, every partial sum is a multiple of ``q``
+   below 2^53 q, so float64 summation is exact in any order and one rounding to float32
+   finishes. This decides exact float32 ties, which are common with fp16/bf16 inputs
+   (16- or 22-bit products of similar magnitude).
+5. Phase *refine*: the elements still open (wide dynamic range) are summed again,
+   vectorised, with the compensated Sum2 of Ogita, Rump & Oishi (SIAM J. Sci. Comput.
+   26(6), 2005, Prop. 4.5): ``|res - s| <= u |s| + gamma(K)^2 sum_k |a_k b_k|``, and
+   certified again with that bound.
+6. Phase *exact*: the few left (an exact sum at or next to a float32 tie) are computed
+   with integer arithmetic (:func:`ampref.formats.exactsum.round_odd_exact`, then one
+   rounding).
+
+Size (about 320 lines): the phases share the bound and certificate helpers; matmuls,
+sums and segment sums are three front ends of one algorithm and stay beside it.
+
+NaN/inf: a non-finite input makes ``r`` non-finite through IEEE float64 arithmetic,
+which is what the exact model gives (inf + -inf = NaN); such elements are taken as
+``fl32(r)``. Overflow of the float32 result gives ±inf. A zero result is +0.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ampref.formats.exactsum import round_odd_exact
+
+__all__ = ["STATS", "Stats", "matmul_f32", "segment_sum_f32", "sum_f32"]
+
+_U = 2.0**-53
+
+
+class Stats:
+    """Counters of certified elements and exact fallbacks (for tests and reports)."""
+
+    def __init__(self) -> None:
+        self.elements = 0
+        self.fallbacks = 0
+
+
+STATS = Stats()
+
+
+def _to_host(xp: Any, a: Any) -> Any:
+    """A NumPy copy of a backend array (``cupy.asnumpy``; NumPy arrays pass through)."""
+    return xp.asnumpy(a) if hasattr(xp, "asnumpy") else np.asarray(a)
+
+
+def _gamma(n: int) -> float:
+    return 2.0 * (n * _U) / (1.0 - n * _U)
+
+
+def _certify(r: npt.NDArray[np.float64], e: npt.NDArray[np.float64],
+             xp: Any = np) -> tuple[Any, Any]:
+    """float32 results and the mask of elements that need the exact fallback."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = r.astype(xp.float32)
+        lo = (r - e).astype(xp.float32)
+        hi = (r + e).astype(xp.float32)
+    bad = (lo != hi) & xp.isfinite(r)
+    STATS.elements += r.size
+    return out, bad
+
+
+def _quantum_log2(x: npt.NDArray[np.float64], xp: Any = np) -> npt.NDArray[np.float64]:
+    """log2 of the lowest set bit's value of each element (+inf for zeros and non-finite)."""
+    m, e = xp.frexp(x)
+    mi = (m * 2.0**53).astype(xp.int64)
+    low = (mi & -mi).astype(xp.float64)  # a power of two (0 for zero)
+    _, le = xp.frexp(low)
+    return xp.where((low != 0) & xp.isfinite(x), (le - 1 + e - 53).astype(xp.float64), xp.inf)
+
+
+def _exact_by_range(terms: npt.NDArray[np.float64], xp: Any = np) -> tuple[Any, Any]:
+    """Row sums that float64 computes exactly, and the mask of those rows."""
+    qexp = _quantum_log2(terms, xp).min(axis=1)
+    total = xp.sum(xp.abs(terms), axis=1)
+    return xp.sum(terms, axis=1), _fits(total, qexp, xp)
+
+
+def _fits(total: Any, qexp: Any, xp: Any = np) -> Any:
+    """sum |terms| <= 2^52 q (with margin for the rounding of ``total`` itself)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = xp.clip(xp.where(xp.isfinite(qexp), qexp, 0), -1074, 1000).astype(xp.int64)
+        lim = xp.ldexp(1.0, e + 52)
+        return (~xp.isfinite(qexp)) | (total * (1 + 2.0**-40) <= lim)
+
+
+def _resolve(out: Any, bad: Any, terms: npt.NDArray[np.float64], xp: Any = np) -> None:
+    """Fill ``out[bad]`` with fl32 of the exact row sums of ``terms`` (rows = bad elements)."""
+    exact, ok = _exact_by_range(terms, xp)
+    with np.errstate(over="ignore"):
+        r32 = exact.astype(xp.float32)
+    if not ok.all():
+        rest = xp.flatnonzero(~ok)
+        r32[rest] = _refine(terms[rest], xp)
+    out[bad] = r32
+
+
+def _refine(terms: npt.NDArray[np.float64], xp: Any = np) -> npt.NDArray[np.float32]:
+    """Compensated sum of each row, certified, with the integer fallback for the rest.
+
+    The rows are reduced pairwise with TwoSum (log2 K vectorised levels): the tree of
+    float64 sums ``s`` plus every TwoSum error equals the exact sum, and the errors are
+    summed in float64. Whatever the order, the errors of a float64 summation satisfy
+    ``sum |e| <= gamma(K-1) sum |p|``, so the result obeys Sum2's bound
+    ``|res - s| <= u |s| + gamma(K-1)^2 sum |p|`` (Ogita, Rump & Oishi 2005, Prop. 4.5).
+    """
+    s = terms.copy()
+    c = xp.zeros(terms.shape[0])
+    while s.shape[1] > 1:
+        if s.shape[1] % 2:
+            s = xp.concatenate([s, xp.zeros((s.shape[0], 1))], axis=1)
+        a, b = s[:, 0::2], s[:, 1::2]
+        t = a + b
+        z = t - a
+        c += xp.sum((a - (t - z)) + (b - z), axis=1)
+        s = t
+    res = (s[:, 0] if s.shape[1] else xp.zeros(terms.shape[0])) + c
+    n = terms.shape[1]
+    e = (2.0 * _U * xp.abs(res) + _gamma(n + 2) ** 2 * xp.sum(xp.abs(terms), axis=1)) * 2.0
+    r32, still = _certify(res, e, xp)
+    STATS.elements -= res.size  # the same elements, counted once
+    for i in _to_host(xp, xp.flatnonzero(still)):
+        # the integer fallback runs on the host (a handful of elements per thousands)
+        r32[int(i)] = xp.float32(round_odd_exact(_to_host(xp, terms[int(i)])))
+    STATS.fallbacks += int(still.sum())
+    return r32
+
+
+def _quantum_bound(x: npt.NDArray[Any], axis: int | tuple[int, ...], precision: int,
+                   keepdims: bool = False, xp: Any = np) -> Any:
+    """A lower bound of log2 of the products' quantum along ``axis``, per row/column:
+    every nonzero value of a format with ``precision`` significant bits is a multiple of
+    2^(floor(log2 |x|) - precision + 1), and never of less than float32's 2^-149."""
+    if x.dtype == xp.float32:
+        # smallest nonzero magnitude on the bit patterns: |x| - 1 wraps zeros to the top
+        u = x.view(xp.uint32) & xp.uint32(0x7FFFFFFF)
+        m = (u - xp.uint32(1)).min(axis=axis, keepdims=keepdims) + xp.uint32(1)
+        mn = xp.where((m == 0) | (m >= 0x7F800000), xp.inf, m.view(xp.float32).astype(xp.float64))
+    else:
+        ax = xp.abs(x)
+        mn = xp.min(xp.where(ax > 0, ax, xp.inf), axis=axis, keepdims=keepdims)
+    with np.errstate(invalid="ignore"):
+        _, e = xp.frexp(xp.where(xp.isfinite(mn), mn, 1.0))
+    q = xp.maximum(e.astype(xp.float64) - precision, -149.0)
+    return xp.where(xp.isfinite(mn), q, xp.inf)
+
+
+def _norm_bounds(a64: Any, b64: Any, xp: Any = np) -> tuple[Any, Any]:
+    """Per row of ``a`` and column of ``b``: ``na``, ``nb`` with ``na_i nb_j`` at least
+    ``sum_k |a_ik b_kj|`` (Cauchy-Schwarz), at the cost of two passes over the operands
+    instead of a second GEMM.
+
+    Squares of float32 values are exact in float64 (2^-298 .. 2^256, no underflow or
+    overflow); the float64 sum of K squares, the square roots and the final product
+    each lose at most a relative ``gamma``, which the factor ``1 + 2 gamma(K + 4)`` on
+    ``na`` covers. NaN or inf in a row/column makes its bound NaN or inf.
+    """
+    K = a64.shape[-1]
+    na = xp.sqrt(xp.sum(a64 * a64, axis=-1)) * (1.0 + _gamma(K + 4))
+    nb = xp.sqrt(xp.sum(b64 * b64, axis=-2))
+    return na, nb
+
+
+def _range_factors(na: Any, nb: Any, qa: Any, qb: Any, xp: Any = np) -> tuple[Any, Any]:
+    """``u_i``, ``v_j`` with ``u_i v_j <= 1`` exactly where ``na_i nb_j <= 2^(52 + qa_i +
+    qb_j)``: the exact-by-range test of phase 2 as an outer product of two vectors. An
+    all-zero row or column (quantum +inf) gets 0: its dot products are exactly 0."""
+    ea = xp.where(xp.isfinite(qa), qa + 52, 0).astype(xp.int64)
+    eb = xp.where(xp.isfinite(qb), qb, 0).astype(xp.int64)
+    u = xp.where(xp.isfinite(qa), xp.ldexp(na, -ea), 0.0)
+    v = xp.where(xp.isfinite(qb), xp.ldexp(nb, -eb), 0.0)
+    return u, v
+
+
+def _tight_bound(a64: Any, b64: Any, qa: Any, qb: Any, xp: Any = np) -> Any:
+    """The error bound from ``S = |A| @ |B|`` (a second float64 GEMM), zero where the
+    exact-by-range test passes on S itself. Used when the norm bound leaves too many
+    elements undecided (sparse or spiky operands, where Cauchy-Schwarz is loose)."""
+    K = a64.shape[-1]
+    S = xp.matmul(xp.abs(a64), xp.abs(b64))
+    exact = _fits(S, qa[..., :, None] + qb[..., None, :], xp)
+    return xp.where(exact, 0.0, _gamma(K + 2) * S * 2.0)
+
+
+def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24,
+               xp: Any = np) -> npt.NDArray[np.float32]:
+    """``fl32(exact(a @ b))`` for float32-representable 2-D (or batched) operands.
+
+    Batched operands (..., M, K) @ (..., K, N) broadcast like ``numpy.matmul``.
+    ``precision`` (significant bits of the inputs' format: 24 for float32, 11 for
+    float16, 8 for bfloat16) only sharpens the exact-by-range test; any value at least
+    the true precision gives the same, exact, result.
+
+    The bound on ``sum_k |a_k b_k|`` comes from row and column norms (Cauchy-Schwarz)
+    rather than the GEMM ``|A| @ |B|``; where that leaves more than 1/32 of the
+    elements undecided the GEMM bound is computed after all. Either way the result is
+    the exactly rounded value: the bounds only decide how much work certifying takes.
+    """
+    a64 = xp.asarray(a, dtype=xp.float64)
+    b64 = xp.asarray(b, dtype=xp.float64)
+    K = a64.shape[-1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = xp.matmul(a64, b64)
+        if K == 0 or r.size == 0:
+            return r.astype(xp.float32)
+        na, nb = _norm_bounds(a64, b64, xp)
+        qa = _quantum_bound(xp.asarray(a), -1, precision, xp=xp)
+        qb = _quantum_bound(xp.asarray(b), -2, precision, xp=xp)
+        u, v = _range_factors(na, nb, qa, qb, xp)
+        if xp.max(u) * xp.max(v) * (1 + 2.0**-40) <= 1.0:
+            # every partial sum of every element is exact in float64 (the common case
+            # for fp16/bf16 operands): rounding r once is the answer, NaN/inf included
+            STATS.elements += r.size
+            return r.astype(xp.float32)
+        e = (na * _gamma(K + 2) * 2.0)[..., :, None] * nb[..., None, :]
+        if xp.min(u) * xp.min(v) <= 1.0:
+            exact = (u[..., :, None] * v[..., None, :]) * (1 + 2.0**-40) <= 1.0
+            e = xp.where(exact, 0.0, e)
+    out, bad = _certify(r, e, xp)
+    if int(bad.sum()) * 32 > max(r.size, 2048):
+        STATS.elements -= r.size  # the same elements, certified again with the GEMM bound
+        with np.errstate(over="ignore", invalid="ignore"):
+            out, bad = _certify(r, _tight_bound(a64, b64, qa, qb, xp), xp)
+    if bad.any():
+        idx = xp.nonzero(bad)
+        ab = xp.broadcast_to(a64, r.shape[:-1] + (K,))
+        bt = xp.broadcast_to(xp.swapaxes(b64, -1, -2), r.shape[:-2] + (r.shape[-1], K))
+        rows = ab[idx[:-2] + (idx[-2],)]
+        cols = bt[idx[:-2] + (idx[-1],)]
+        _resolve(out, bad, rows * cols, xp)
+    return out
+
+
+def sum_f32(x: npt.NDArray[Any], axis: int | tuple[int, ...] | None = None,
+            keepdims: bool = False, xp: Any = np) -> npt.NDArray[np.float32]:
+    """``fl32(exact sum)`` of float32-representable values over ``axis``."""
+    x64 = xp.asarray(x, dtype=xp.float64)
+    axes = tuple(range(x64.ndim)) if axis is None else (
+        (axis,) if isinstance(axis, int) else tuple(axis))
+    axes = tuple(ax % x64.ndim for ax in axes) if x64.ndim else ()
+    n = math.prod(x64.shape[ax] for ax in axes) if axes else 1
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = xp.sum(x64, axis=axes, keepdims=True)
+        S = xp.sum(xp.abs(x64), axis=axes, keepdims=True)
+        e = _gamma(n + 2) * S * 2.0
+        q = (_quantum_bound(xp.asarray(x), axes, 24, keepdims=True, xp=xp) if x64.size
+             else xp.zeros_like(r))
+        e = xp.where(_fits(S, q, xp), 0.0, e)
+    out, bad = _certify(r, e, xp)
+    if bad.any():
+        # rows of the reduced elements: move the reduced axes last and flatten them
+        tail = tuple(range(x64.ndim - len(axes), x64.ndim))
+        flat = xp.moveaxis(x64, axes, tail).reshape(-1, n)
+        out_flat = xp.moveaxis(out, axes, tail).reshape(-1).copy()
+        bad_flat = xp.moveaxis(bad, axes, tail).reshape(-1)
+        _resolve(out_flat, bad_flat, flat[bad_flat], xp)
+        out = xp.moveaxis(out_flat.reshape(xp.moveaxis(out, axes, tail).shape), tail, axes)
+    if not keepdims:
+        out = out.reshape([s for i, s in enumerate(out.shape) if i not in axes])
+    return xp.asarray(out, dtype=xp.float32)
+
+
+def segment_sum_f32(x: npt.NDArray[Any], starts: Any, xp: Any = np) -> npt.NDArray[np.float32]:
+    """``fl32(exact sum)`` of each segment of rows of ``x`` (n, D): segment ``i`` is rows
+    ``starts[i]`` up to the next start (``starts`` strictly increasing from 0, every
+    segment non-empty). Row order inside a segment does not matter.
+
+    Phases as :func:`sum_f32`, on ``add.reduceat`` sums (float64, sequential per
+    segment): the bound ``gamma(m + 2) * 2 * sum |x|`` with ``m`` the longest segment,
+    certify, and the exact fallback on the undecided elements' own terms. A zero result
+    keeps the float64 sum's sign (-0 only when every term is -0); NaN and inf stay in
+    their own segment.
+    """
+    x64 = xp.asarray(x, dtype=xp.float64)
+    starts = xp.asarray(starts)
+    n = x64.shape[0] if x64.ndim else 0
+    if starts.ndim != 1 or starts.dtype.kind not in "iu" or not 0 < starts.size <= n:
+        raise ValueError(f"segment starts must be a non-empty 1-D integer array of at most "
+                         f"{n} row indices (x has shape {tuple(x64.shape)}), got "
+                         f"{starts.dtype} array of shape {tuple(starts.shape)}")
+    counts = xp.diff(xp.concatenate([starts, xp.asarray([n])]))
+    if int(starts[0]) != 0 or int(counts.min()) < 1:
+        raise ValueError(f"segment starts must begin at 0 and increase strictly below {n} "
+                         f"(every segment non-empty), got {_to_host(xp, starts).tolist()[:8]}")
+    m = int(counts.max())
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = xp.add.reduceat(x64, starts, axis=0)
+        e = _gamma(m + 2) * xp.add.reduceat(xp.abs(x64), starts, axis=0) * 2.0
+    out, bad = _certify(r, e, xp)
+    if bad.any():
+        seg, col = xp.nonzero(bad)
+        j = xp.arange(m)
+        rows = xp.minimum(starts[seg][:, None] + j[None, :], n - 1)
+        terms = xp.where(j[None, :] < counts[seg][:, None], x64[rows, col[:, None]], 0.0)
+        _resolve(out, bad, terms, xp)
+    return out

@@ -1,0 +1,186 @@
+"""Collect the evidence of ``ampref certify`` (specs/certify.md CRT-RPT-*): what the tool
+is, what it claims (the spec clauses), how each claim was verified (the test suite, run
+now), the exhaustive certificates, the conformance vectors, the documented deviations and
+a determinism check. Every number comes from a run made now or from imported result
+files, never from constants.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import campaign
+
+__all__ = ["CLAUSE", "find_source", "identification", "spec_clauses", "run_tests",
+           "clause_status", "deviations", "conformance", "determinism", "quick_certificates"]
+
+CLAUSE = re.compile(r"\b([A-Z]{2,4}-[A-Z0-9]{2,5}-\d{3})\b")
+_BOLD = re.compile(r"\*\*([A-Z]{2,4}-[A-Z0-9]{2,5}-\d{3})\b(.*?)(?=\*\*[A-Z]{2,4}-[A-Z0-9]{2,5}"
+                   r"-\d{3}\b|\n\s*\n|\n#|\Z)", re.S)
+_DEVIATION = re.compile(r"\*(?:Known [^*\n]*d|D)eviation[^*\n]*:\*(.*?)"
+                        r"(?=\n\s*\n|\n\*\*[A-Z]|\n\*(?:Known|Deviation)|\Z)", re.S)
+#: the statement of section 1, with the clauses that guarantee it
+INDEPENDENCE = ("Reference results do not depend on BLAS, threads or the machine: every op "
+                "is deterministic and rounds exact results once (ENG-MM-001, ENG-RED-001, "
+                "TRN-DAT-001); the determinism section below checks it on this machine.")
+
+
+def find_source(given: str | Path | None) -> Path:
+    """The folder with ``specs/`` and ``tests/``: ``given``, else the checkout this
+    package runs from.
+
+    Raises:
+        ValueError: no such folder (an installed wheel has no tests: pass --source).
+    """
+    root = Path(given) if given is not None else Path(__file__).resolve().parents[1]
+    if not (root / "specs").is_dir() or not (root / "tests").is_dir():
+        raise ValueError(f"{str(root)!r} holds no specs/ and tests/; certify needs a checkout "
+                         f"or unpacked sdist of ampref: pass --source DIR")
+    return root
+
+
+def _sha256(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def identification(source: Path) -> dict[str, Any]:
+    """Section 1: version, commit, SHA-256 of every installed file, environment."""
+    import ml_dtypes
+    import numpy as np
+    pkg = Path(__file__).resolve().parent
+    files = {str(p.relative_to(pkg.parent)): _sha256(p) for p in sorted(pkg.rglob("*"))
+             if p.is_file() and "__pycache__" not in p.parts}
+    commit = ""
+    if (source / ".git").exists():
+        r = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True,
+                           text=True)
+        commit = r.stdout.strip()
+    try:
+        import scipy
+        scipy_v = scipy.__version__
+    except ImportError:
+        scipy_v = "not installed"
+    env = campaign.fingerprint()
+    return {"ampref": env["ampref"], "commit": commit or "not a git checkout",
+            "python": platform.python_version(), "numpy": np.__version__,
+            "ml_dtypes": ml_dtypes.__version__, "scipy": scipy_v, "os": env["os"],
+            "cpu": env["cpu"], "cores": os.cpu_count(), "files": files,
+            "statement": INDEPENDENCE}
+
+
+def spec_clauses(source: Path) -> list[dict[str, str]]:
+    """Section 2: every clause ID of specs/*.md with its file and text."""
+    out: dict[str, dict[str, str]] = {}
+    for md in sorted((source / "specs").glob("*.md")):
+        text = md.read_text(encoding="utf-8")
+        bodies = {m.group(1): " ".join((m.group(1) + m.group(2)).replace("**", "").split())
+                  for m in _BOLD.finditer(text)}
+        for line in text.splitlines():
+            for cid in CLAUSE.findall(line):
+                if cid not in out:
+                    out[cid] = {"id": cid, "file": md.name,
+                                "text": bodies.get(cid, " ".join(line.split()))[:900]}
+    return [out[k] for k in sorted(out)]
+
+
+def run_tests(source: Path, out: Path, args: list[str] | None = None) -> dict[str, Any]:
+    """Section 3: run the suite with the evidence plugin and a JUnit XML report."""
+    ev, junit = out / "tests.json", out / "junit.xml"
+    env = dict(os.environ, AMPREF_EVIDENCE_OUT=str(ev))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "ampref.certify.plugin",
+           "-p", "no:cacheprovider", f"--junitxml={junit}", str(source / "tests"), *(args or [])]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, cwd=source, env=env, capture_output=True, text=True)
+    data = json.loads(ev.read_text()) if ev.exists() else {"exitstatus": r.returncode,
+                                                          "items": {}}
+    data.update(seconds=time.perf_counter() - t0, command=" ".join(cmd[1:]),
+                tail=r.stdout[-1500:], junit=junit.name)
+    return data
+
+
+def clause_status(clauses: list[dict[str, str]], items: dict[str, Any]) -> list[dict[str, Any]]:
+    """clause -> tests -> outcome: FAILED if any citing test failed, verified if at least
+    one passed, skipped (with the reasons) if all skipped, uncovered if none cites it."""
+    by: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for nodeid, rec in items.items():
+        for cid in rec["clauses"]:
+            by.setdefault(cid, []).append((nodeid, rec))
+    rows = []
+    for c in clauses:
+        tests = by.get(c["id"], [])
+        outs = {r["outcome"] for _, r in tests}
+        status = ("uncovered" if not tests else "FAILED" if "failed" in outs else
+                  "verified" if "passed" in outs else "skipped")
+        rows.append({**c, "status": status, "tests": [
+            {"id": n, "outcome": r["outcome"], "reason": r["reason"][:300]} for n, r in tests]})
+    return rows
+
+
+def deviations(source: Path) -> list[dict[str, str]]:
+    """Section 6: every *Deviation:* paragraph of the specs, with the clause above it."""
+    out = []
+    for md in sorted((source / "specs").glob("*.md")):
+        text = md.read_text(encoding="utf-8")
+        for m in _DEVIATION.finditer(text):
+            # the clause the paragraph belongs to: the last one *defined* (in bold) above
+            before = re.findall(r"\*\*([A-Z]{2,4}-[A-Z0-9]{2,5}-\d{3})", text[:m.start()])
+            out.append({"file": md.name, "clause": before[-1] if before else "",
+                        "text": " ".join(m.group(0).split())})
+    return out
+
+
+def conformance(source: Path, items: dict[str, Any]) -> list[dict[str, Any]]:
+    """Section 5: each recorded vector set in tests/data: size, SHA-256, the script that
+    regenerates it, the tests that read it and their outcomes."""
+    scripts = sorted((source / "scripts").glob("*.py"))
+    tests = sorted((source / "tests").rglob("test_*.py"))
+    rows = []
+    for f in sorted((source / "tests" / "data").glob("*")):
+        if f.suffix not in (".json", ".npz"):
+            continue
+        made = [s.name for s in scripts if f.name in s.read_text(encoding="utf-8")]
+        users = [t.name for t in tests if f.name in t.read_text(encoding="utf-8")]
+        outs = [r["outcome"] for n, r in items.items() if n.split("::")[0].endswith(tuple(users))]
+        rows.append({"file": f.name, "bytes": f.stat().st_size, "sha256": _sha256(f),
+                     "origin": made or ["(no script names it)"], "tests": users,
+                     "passed": outs.count("passed"), "failed": outs.count("failed"),
+                     "skipped": outs.count("skipped")})
+    return rows
+
+
+def determinism(out: Path, steps: int = 3) -> dict[str, Any]:
+    """Section 7: one short run three times (1, 1 and 2 threads), final weights hashed."""
+    runs = []
+    for i, threads in enumerate((1, 1, 2)):
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+                   MKL_NUM_THREADS=str(threads))
+        d = out / f"determinism_{i}"
+        cmd = [sys.executable, "-m", "ampref", "train", "--precision", "amp-bf16", "--steps",
+               str(steps), "--no-report", "--quiet", "--out", str(d)]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        final = d / "final.npz"
+        runs.append({"threads": threads, "exit": r.returncode,
+                     "sha256": _sha256(final) if final.exists() else "missing"})
+    same = len({r["sha256"] for r in runs}) == 1 and runs[0]["sha256"] != "missing"
+    return {"command": "ampref train --precision amp-bf16 --steps %d" % steps, "runs": runs,
+            "identical": same}
+
+
+def quick_certificates(out: Path, stride: int, scheduler: str | None) -> Path:
+    """Section 4 at --level quick/full: the whole matrix at ``stride``, in-process chunk by
+    chunk (or on Dask with ``scheduler``); resumes if ``out`` holds earlier chunks."""
+    cells = campaign.matrix("all", stride=stride)
+    if scheduler is not None:
+        campaign.run_campaign(cells, out, scheduler=scheduler, progress=False)
+    else:
+        campaign.run_serial(cells, out)
+    return out

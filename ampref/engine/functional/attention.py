@@ -1,0 +1,61 @@
+"""Scaled dot-product attention as composed engine ops (matmul, masked_fill, softmax)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ampref.common.checks import check_flag
+from ..tensor import Tensor
+from .core import autocast_inputs, check_tensor, nested_ops
+from .elementwise import masked_fill, mul
+from .linalg import matmul
+from .norms import softmax
+from .shapes import transpose
+
+__all__ = ["scaled_dot_product_attention"]
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Any = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: float | None = None, *,
+                                 accumulation: str = "exact") -> Tensor:
+    """softmax(q k^T * scale + mask) v over (..., L, E) inputs, as composed engine ops:
+
+    s = fl(fl(q @ k^T) * fl32(scale)); positions where the boolean ``attn_mask`` is False
+    (or above the diagonal with ``is_causal``) get -inf; p = softmax(s) (float32 inside,
+    output in the compute format); out = p @ v. ``scale`` defaults to 1/sqrt(E). A row
+    with every position masked gives NaN. Autocast name ``scaled_dot_product_attention``
+    (lower precision; nested ops are not re-cast).
+
+    Raises:
+        TypeError: a non-boolean ``attn_mask`` (additive float masks are not supported).
+        ValueError: ``dropout_p`` other than 0 (attention dropout would need a seed; use
+            :func:`dropout` on the attention weights).
+    """
+    q, k, v = (check_tensor(t, "scaled_dot_product_attention") for t in (query, key, value))
+    if dropout_p != 0.0:
+        raise ValueError(f"scaled_dot_product_attention: dropout_p must be 0.0, got {dropout_p!r} "
+                         "(ampref's dropout is seeded: apply F.dropout(..., seed=...) instead)")
+    mask = None
+    if attn_mask is not None:
+        mask = np.asarray(attn_mask.numpy() if isinstance(attn_mask, Tensor) else attn_mask)
+        if mask.dtype != bool:
+            raise TypeError(f"scaled_dot_product_attention: attn_mask must be boolean (True = "
+                            f"attend), got dtype {mask.dtype}; float masks are not supported")
+    is_causal = check_flag("is_causal", is_causal)
+    (q, k, v), _, listed = autocast_inputs("scaled_dot_product_attention", [q, k, v])
+    with nested_ops(listed):
+        sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        s = mul(matmul(q, transpose(k, -2, -1), accumulation=accumulation), float(sc))
+        L, S = q.shape[-2], k.shape[-2]
+        block = np.zeros((L, S), dtype=bool)
+        if is_causal:
+            block |= np.triu(np.ones((L, S), dtype=bool), k=1)
+        if mask is not None:
+            block = block | ~mask
+        if block.any():
+            s = masked_fill(s, block, -np.inf)
+        return matmul(softmax(s, -1), v, accumulation=accumulation)

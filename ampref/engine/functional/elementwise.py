@@ -1,0 +1,251 @@
+"""Elementwise ops: + - * / ** with broadcasting and weak Python scalars, the unary
+functions, masked_fill and dropout (ENG-RND-001, ENG-PRM-001, ENG-DRP-001).
+
+Every op computes in float32 (float64 for float64 tensors) and rounds once to the output
+format; transcendentals are evaluated in float64 first. Derivatives use the same rules,
+and gradients of broadcast operands are reduced with exactly rounded sums.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ampref.backends import Backend  # type: ignore[attr-defined]  # mapped from backends/
+from ampref.common.checks import check_flag
+from ampref.formats.table import Format
+from ..tensor import Tensor, round_to, storage_dtype
+from .core import (SCALAR_TYPES, autocast_inputs, backend_of, check_tensor, make, promote, shape_of,
+                   sum_to, to_format, wide_math)
+
+__all__ = ["add", "div", "dropout", "exp", "gelu", "log", "masked_fill", "mul", "neg", "pow",
+           "relu", "sigmoid", "sub", "tanh"]
+
+Forward = Callable[[Backend, Format, Any, Any], Any]
+Grads = Callable[[Backend, Format, Any, Any, Any], tuple[Any, Any]]
+
+
+# -- binary ops --------------------------------------------------------------------------
+
+def _binary_inputs(op: str, a: Any, b: Any) -> tuple[Any, Any, Format, Any]:
+    """Cast tensor inputs to the common compute format; scalars become weak constants."""
+    ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+    if not (ta or tb):
+        raise TypeError(f"{op} needs at least one ampref.Tensor, got {type(a).__name__} and "
+                        f"{type(b).__name__}")
+    for v in (a, b):
+        if not isinstance(v, Tensor) and not isinstance(v, SCALAR_TYPES):
+            raise TypeError(f"{op}: operand must be an ampref.Tensor or a real number, got "
+                            f"{type(v).__name__}")
+    be = backend_of(a, b)
+    tensors = [t for t in (a, b) if isinstance(t, Tensor)]
+    tensors, _, _ = autocast_inputs(op, tensors)
+    it = iter(tensors)
+    a = next(it) if ta else a
+    b = next(it) if tb else b
+    fmt = promote([t.format for t in (a, b) if isinstance(t, Tensor)])
+    if ta and a.format != fmt:
+        a = to_format(a, fmt)
+    if tb and b.format != fmt:
+        b = to_format(b, fmt)
+    return a, b, fmt, be
+
+
+def _val(be: Backend, v: Any, fmt: Format) -> Any:
+    if isinstance(v, Tensor):
+        return v.data
+    return storage_dtype(fmt)(v) if fmt.wide else np.float32(v)
+
+
+def _parents(*vs: Any) -> list[Tensor]:
+    return [v for v in vs if isinstance(v, Tensor)]
+
+
+def _grads_for(a: Any, b: Any, ga: Any, gb: Any) -> tuple[Any, ...]:
+    out = []
+    if isinstance(a, Tensor):
+        out.append(ga)
+    if isinstance(b, Tensor):
+        out.append(gb)
+    return tuple(out)
+
+
+def _binary(op: str, input: Any, other: Any, forward: Forward, grads: Grads) -> Tensor:
+    """out = fl_out(forward(be, fmt, x, y)); ``grads(be, fmt, g, x, y)`` gives the two
+    operand gradients (None for one that needs none) before their reduction to the
+    operands' shapes. The binary twin of :func:`_unary`."""
+    a, b, fmt, be = _binary_inputs(op, input, other)
+    x, y = _val(be, a, fmt), _val(be, b, fmt)
+    with np.errstate(all="ignore"):
+        out = round_to(be, forward(be, fmt, x, y), fmt)
+
+    def bwd(g: Any) -> tuple[Any, ...]:
+        with np.errstate(all="ignore"):
+            ga, gb = grads(be, fmt, g, x, y)
+        return _grads_for(a, b, sum_to(be, ga, shape_of(x)),
+                          None if gb is None else sum_to(be, gb, shape_of(y)))
+    return make(be, out, fmt, op, _parents(a, b), bwd)
+
+
+def add(input: Any, other: Any) -> Tensor:
+    """input + other (broadcasting)."""
+    return _binary("add", input, other, lambda be, f, x, y: x + y,
+                   lambda be, f, g, x, y: (g, g))
+
+
+def sub(input: Any, other: Any) -> Tensor:
+    """input - other (broadcasting)."""
+    return _binary("sub", input, other, lambda be, f, x, y: x - y,
+                   lambda be, f, g, x, y: (g, -g))
+
+
+def mul(input: Any, other: Any) -> Tensor:
+    """input * other (broadcasting)."""
+    return _binary("mul", input, other, lambda be, f, x, y: x * y,
+                   lambda be, f, g, x, y: (g * y, g * x))
+
+
+def div(input: Any, other: Any) -> Tensor:
+    """input / other (broadcasting); x/0 = ±inf, 0/0 = NaN."""
+    return _binary("div", input, other, lambda be, f, x, y: x / y,
+                   lambda be, f, g, x, y: (g / y, -(g * x) / (y * y)))
+
+
+def _power(xp: Any, u: Any, v: Any) -> Any:
+    return xp.power(u, v)
+
+
+def pow(input: Any, exponent: Any) -> Tensor:
+    """input ** exponent. Autocast name ``pow`` (fp32 under torch-cuda). x^p computed in
+    float64; the exponent's gradient only where the exponent is a tensor."""
+    need_b = isinstance(exponent, Tensor)
+
+    def grads(be: Backend, fmt: Format, g: Any, x: Any, y: Any) -> tuple[Any, Any]:
+        ga = g * (y * wide_math(be, fmt, _power, x, y - 1))
+        gb = g * wide_math(be, fmt, lambda xp, u, v: xp.power(u, v) * xp.log(u), x, y) \
+            if need_b else None
+        return ga, gb
+    return _binary("pow", input, exponent, lambda be, f, x, y: wide_math(be, f, _power, x, y),
+                   grads)
+
+
+def neg(input: Tensor) -> Tensor:
+    """-input (exact)."""
+    x = check_tensor(input, "neg")
+    return make(x.backend, -x.data, x.format, "neg", [x], lambda g: (-g,))
+
+
+def masked_fill(input: Tensor, mask: Any, value: float) -> Tensor:
+    """Where ``mask`` (bool array, broadcast) is True the value (rounded to x's format).
+
+    Raises:
+        TypeError: ``mask`` is not boolean.
+    """
+    x = check_tensor(input, "masked_fill")
+    be = x.backend
+    m = be.xp.asarray(mask.data if isinstance(mask, Tensor) else mask)
+    if m.dtype != bool:
+        raise TypeError(f"masked_fill needs a boolean mask, got dtype {m.dtype}")
+    fill = round_to(be, be.xp.asarray([value], dtype=be.xp.float64), x.format)[0]
+    out = be.xp.where(m, fill, x.data).astype(x.data.dtype)
+
+    def bwd(g: Any) -> tuple[Any]:
+        return (sum_to(be, be.xp.where(m, 0, g).astype(g.dtype), x.shape),)
+    return make(be, out, x.format, "masked_fill", [x], bwd)
+
+
+# -- unary ops ----------------------------------------------------------------------------
+
+def _unary(op: str, x: Tensor, f: Any, df: Any, *, exact: bool = False) -> Tensor:
+    """y = fl_out(f(x)); df(g, x, y) gives the input gradient. ``exact`` ops (whose
+    result is already a value of x's format) skip the float64 evaluation."""
+    x = check_tensor(x, op)
+    (x,), _, _ = autocast_inputs(op, [x])
+    be, fmt = x.backend, x.format
+    out = f(be.xp, x.data) if exact else round_to(be, wide_math(be, fmt, f, x.data), fmt)
+    xv = x.data
+
+    def bwd(g: Any) -> tuple[Any]:
+        with np.errstate(all="ignore"):
+            return (df(g, xv, out),)
+    return make(be, out, fmt, op, [x], bwd)
+
+
+def exp(input: Tensor) -> Tensor:
+    """e^x; exp(inf) = inf, exp(-inf) = 0, overflow -> inf."""
+    return _unary("exp", input, lambda xp, v: xp.exp(v), lambda g, x, y: g * y)
+
+
+def log(input: Tensor) -> Tensor:
+    """ln x; log(0) = -inf, log(<0) = NaN."""
+    return _unary("log", input, lambda xp, v: xp.log(v), lambda g, x, y: g / x)
+
+
+def tanh(input: Tensor) -> Tensor:
+    return _unary("tanh", input, lambda xp, v: xp.tanh(v), lambda g, x, y: g * (1 - y * y))
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """1 / (1 + e^-x), evaluated in float64 as 0.5 * (1 + tanh(x / 2)) (no overflow)."""
+    return _unary("sigmoid", input, lambda xp, v: 0.5 * (1.0 + xp.tanh(0.5 * v)),
+                  lambda g, x, y: g * (y * (1 - y)))
+
+
+def relu(input: Tensor) -> Tensor:
+    """max(x, 0) (exact); relu(NaN) = NaN; derivative 0 at x <= 0."""
+    return _unary("relu", input, lambda xp, v: xp.maximum(v, v.dtype.type(0)),
+                  lambda g, x, y: g * (x > 0), exact=True)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """x * Phi(x) (``approximate="none"``, erf form) or the tanh approximation."""
+    x = check_tensor(input, "gelu")
+    be = x.backend  # erf comes from the backend: SciPy on the host, cupyx on a GPU
+    if approximate == "none":
+        def f(xp: Any, v: Any) -> Any:
+            return 0.5 * v * (1.0 + be.erf(v / math.sqrt(2.0)))
+
+        def df(g: Any, xv: Any, y: Any) -> Any:
+            d = wide_math(x.backend, x.format,
+                          lambda xp, v: 0.5 * (1.0 + be.erf(v / math.sqrt(2.0)))
+                          + v * xp.exp(-0.5 * v * v) / math.sqrt(2.0 * math.pi), xv)
+            return g * d
+    elif approximate == "tanh":
+        c = math.sqrt(2.0 / math.pi)
+
+        def f(xp: Any, v: Any) -> Any:
+            return 0.5 * v * (1.0 + xp.tanh(c * (v + 0.044715 * v**3)))
+
+        def df(g: Any, xv: Any, y: Any) -> Any:
+            def d(xp: Any, v: Any) -> Any:
+                t = xp.tanh(c * (v + 0.044715 * v**3))
+                return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * c * (1 + 3 * 0.044715 * v * v)
+            return g * wide_math(x.backend, x.format, d, xv)
+    else:
+        raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _unary("gelu", x, f, df)
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, *, seed: int,
+            offset: int = 0) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by fl32(1/(1-p)).
+
+    Element i (flat, C order) is dropped when ``bits(seed, offset + i) < round(p*2^32)``
+    with the counter-based hash of :mod:`ampref.formats.srhash` (ENG-DRP-001): the same mask
+    on every backend, no global RNG.
+    """
+    x = check_tensor(input, "dropout")
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be a number in [0, 1), got {p!r}")
+    if not check_flag("training", training) or p == 0.0:
+        return x
+    be = x.backend
+    bits = be.random_bits(seed, offset, x.size).reshape(x.shape)
+    keep = bits >= np.uint32(min(round(p * 2.0**32), 2**32 - 1))
+    scale = storage_dtype(x.format)(1.0 / (1.0 - p))
+    with np.errstate(all="ignore"):
+        out = round_to(be, x.data * scale * keep, x.format)
+    return make(be, out, x.format, "dropout", [x], lambda g: (g * scale * keep,))

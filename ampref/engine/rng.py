@@ -1,0 +1,66 @@
+"""A counter-based generator: the whole state is (seed, counter) (ENG-RNG-001).
+
+Draw n words = :func:`ampref.formats.srhash.random_bits` (seed, counter .. counter + n - 1),
+then counter += n. Any backend evaluating the same integer hash draws the same numbers,
+and a checkpoint stores two integers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ampref.formats.srhash import check_seed, random_bits
+
+__all__ = ["Generator"]
+
+
+class Generator:
+    """Reproducible random numbers from (seed, counter)."""
+
+    def __init__(self, seed: int, counter: int = 0) -> None:
+        self.seed = check_seed(seed)
+        if not isinstance(counter, int) or counter < 0:
+            raise ValueError(f"counter must be a non-negative int, got {counter!r}")
+        self.counter = counter
+
+    def bits(self, n: int) -> npt.NDArray[np.uint32]:
+        out = random_bits(self.seed, self.counter, n)
+        self.counter += n
+        return out
+
+    def uniform(self, shape: tuple[int, ...], low: float = 0.0,
+                high: float = 1.0) -> npt.NDArray[np.float32]:
+        """float32 values low + (high - low) * u, u = (word >> 8) / 2^24 in [0, 1)."""
+        n = int(np.prod(shape))
+        u = (self.bits(n) >> np.uint32(8)).astype(np.float64) * 2.0**-24
+        return (low + (high - low) * u).astype(np.float32).reshape(shape)
+
+    def normal(self, shape: tuple[int, ...], std: float = 1.0) -> npt.NDArray[np.float32]:
+        """Box-Muller on pairs of 24-bit uniforms (u1 in (0, 1]), rounded to float32."""
+        n = int(np.prod(shape))
+        m = (n + 1) // 2
+        w = self.bits(2 * m)
+        u1 = ((w[:m] >> np.uint32(8)).astype(np.float64) + 1.0) * 2.0**-24
+        u2 = (w[m:] >> np.uint32(8)).astype(np.float64) * 2.0**-24
+        r = np.sqrt(-2.0 * np.log(u1))
+        z = np.concatenate([r * np.cos(2 * math.pi * u2), r * np.sin(2 * math.pi * u2)])[:n]
+        return (std * z).astype(np.float32).reshape(shape)
+
+    def integers(self, high: int, shape: tuple[int, ...]) -> npt.NDArray[np.int64]:
+        """Integers in [0, high) by multiply-shift: (word * high) >> 32."""
+        if high <= 0:
+            raise ValueError(f"high must be positive, got {high}")
+        n = int(np.prod(shape))
+        w = self.bits(n).astype(np.uint64)
+        return ((w * np.uint64(high)) >> np.uint64(32)).astype(np.int64).reshape(shape)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"seed": self.seed, "counter": self.counter}
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        self.seed = check_seed(int(sd["seed"]))
+        self.counter = int(sd["counter"])

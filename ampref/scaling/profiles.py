@@ -1,0 +1,71 @@
+"""The framework loss scalers as data: one :class:`Profile` row per framework, each a
+:class:`~ampref.scaling.machine.ScalerConfig` of the one state machine plus the
+parameters that framework fixes, with its source file (``specs/scaling.md`` SCL-PRF-*).
+Adding a framework is adding a row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .machine import ScalerConfig
+
+__all__ = ["OVERRIDES", "PROFILES", "Profile"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A framework: its defaults, and which parameters it fixes (overrides refused)."""
+
+    name: str
+    config: ScalerConfig
+    fixed: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+
+
+_NO_HYST = "has no hysteresis"
+_FIXED_2 = "fixes the factors at 2 and 1/2"
+
+#: name -> profile (SCL-PRF-*). Adding a framework is adding a row.
+PROFILES: dict[str, Profile] = {p.name: p for p in (
+    Profile("torch", ScalerConfig(), {"hysteresis": _NO_HYST, "min_scale": "has no floor",
+                                      "max_scale": "has no cap"},
+            "torch/amp/grad_scaler.py, aten AmpGradScalerKernels (_amp_update_scale_)"),
+    Profile("tf-keras", ScalerConfig(init_scale=2.0**15, growth_rule="at_least", arith="f32",
+                                     min_scale=1.0, floor="clamp"),
+            {"growth_factor": _FIXED_2, "backoff_factor": _FIXED_2, "hysteresis": _NO_HYST,
+             "min_scale": "fixes its floor at 1", "max_scale": "has no cap"},
+            "tf_keras/src/mixed_precision/loss_scale_optimizer.py"),
+    Profile("keras3", ScalerConfig(init_scale=2.0**15, arith="f32", refuse_inf_growth=False),
+            {"growth_factor": _FIXED_2, "backoff_factor": _FIXED_2, "hysteresis": _NO_HYST,
+             "min_scale": "has no floor", "max_scale": "has no cap"},
+            "keras/src/optimizers/loss_scale_optimizer.py"),
+    Profile("jmp", ScalerConfig(growth_rule="modulo", backoff_op="divide", arith="f32",
+                                min_scale=1.0, floor="clamp"),
+            {"backoff_factor": "divides by growth_factor", "hysteresis": _NO_HYST,
+             "max_scale": "has no cap"},
+            "jmp/_src/loss_scale.py (DynamicLossScale.adjust)"),
+    Profile("apex", ScalerConfig(arith="f64", max_scale=2.0**24),
+            {"growth_factor": _FIXED_2 + " (scale_factor is unused)", "backoff_factor": _FIXED_2,
+             "hysteresis": _NO_HYST},
+            "apex/amp/scaler.py at cb65b8ed~1 (LossScaler.update_scale)"),
+    Profile("deepspeed", ScalerConfig(growth_interval=1000, growth_rule="since_overflow",
+                                      arith="f64", hysteresis=2, refill="growth", min_scale=1.0,
+                                      floor="raise", refuse_inf_growth=False),
+            {"growth_factor": _FIXED_2, "backoff_factor": _FIXED_2, "max_scale": "has no cap"},
+            "deepspeed/runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale)"),
+    Profile("deepspeed-consecutive",
+            ScalerConfig(growth_interval=1000, growth_rule="since_overflow", arith="f64",
+                         hysteresis=2, refill="any_clean", min_scale=1.0, floor="raise",
+                         refuse_inf_growth=False),
+            {"growth_factor": _FIXED_2, "backoff_factor": _FIXED_2, "max_scale": "has no cap"},
+            "deepspeed loss_scaler.py with consecutive_hysteresis=True"),
+    Profile("megatron", ScalerConfig(init_scale=2.0**32, growth_interval=1000, arith="f32",
+                                     hysteresis=2, refill="growth", min_scale=1.0, floor="clamp",
+                                     refuse_inf_growth=False),
+            {"max_scale": "has no cap"},
+            "megatron/core/optimizer/grad_scaler.py (DynamicGradScaler.update)"),
+)}
+
+OVERRIDES = ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "hysteresis",
+              "min_scale", "max_scale")

@@ -1,0 +1,46 @@
+"""Training statistics: log2 histograms and per-layer counts of gradient elements that
+underflow or overflow when rounded into a low-precision format (TRN-CMP-001, TRN-RPT-001).
+
+Used by :mod:`ampref.training.train` to record them and by
+:mod:`ampref.training.report` to plot them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ampref.engine.tensor import Tensor
+
+__all__ = ["LOG2_BINS", "StepStats", "log2_hist"]
+
+#: bin edges of the log2 |value| histograms (2 binades per bin, float32's whole range)
+LOG2_BINS = np.arange(-150, 130, 2)
+
+
+def log2_hist(values: np.ndarray) -> list[int]:
+    """Counts of log2 |v| per :data:`LOG2_BINS` bin over the finite nonzero values."""
+    v = np.abs(values[np.isfinite(values) & (values != 0)]).astype(np.float64)
+    if not v.size:
+        return [0] * (len(LOG2_BINS) - 1)
+    return np.histogram(np.log2(v), bins=LOG2_BINS)[0].tolist()
+
+
+class StepStats:
+    """Per-layer counts of gradient elements rounded into a low format during backward."""
+
+    def __init__(self) -> None:
+        self.layers: dict[str, list[int]] = {}  # name -> [elements, underflow, overflow]
+        self.raw_grads: dict[str, list[np.ndarray]] = {}
+        self.keep_raw = False
+
+    def __call__(self, t: Tensor, raw: Any, rounded: Any) -> None:
+        name = t.name or "other intermediates"
+        xp = t.backend.xp  # counted where the gradients live; only the counts travel
+        c = self.layers.setdefault(name, [0, 0, 0])
+        c[0] += raw.size
+        c[1] += int(xp.count_nonzero((raw != 0) & xp.isfinite(raw) & (rounded == 0)))
+        c[2] += int(xp.count_nonzero(xp.isfinite(raw) & ~xp.isfinite(rounded)))
+        if self.keep_raw:
+            self.raw_grads.setdefault(name, []).append(t.backend.to_numpy(raw).reshape(-1))

@@ -1,0 +1,141 @@
+"""``ampref certify``: the report's numbers come from the runs it made or imported; a
+failing clause test and a mismatching certificate make it say FAILED at the top and exit
+1; a clean source passes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ampref.certify import campaign
+
+pytest.importorskip("jinja2")
+
+SPEC = """# Toy spec
+
+**TOY-ONE-001 (passes).** One plus one is two.
+**TOY-TWO-001 (fails).** One plus one is three.
+*Deviation (a peer):* the peer says three.
+
+**TOY-SKP-001.** Needs a module that is not there.
+**TOY-UNC-001.** Nobody tests this.
+"""
+TESTS = '''
+import pytest
+
+
+@pytest.mark.clause("{one}")
+def test_one() -> None:
+    assert 1 + 1 == 2
+
+
+@pytest.mark.clause("{two}")
+def test_two() -> None:
+    assert 1 + 1 == 3
+
+
+@pytest.mark.clause("{skp}")
+def test_skip() -> None:
+    pytest.importorskip("no_such_module_here")
+'''
+PYPROJECT = """[tool.pytest.ini_options]
+markers = ["clause(*ids): spec clauses"]
+"""
+
+
+def _source(root: Path, failing: bool) -> Path:
+    (root / "specs").mkdir(parents=True)
+    (root / "tests" / "data").mkdir(parents=True)
+    (root / "scripts").mkdir()
+    (root / "specs" / "toy.md").write_text(SPEC)
+    # the toy IDs are filled in here so that scripts/trace.py does not read this file's
+    # template as citations of clauses that ampref's specs do not define
+    body = TESTS.format(one="TOY-ONE-001", two="TOY-TWO-001", skp="TOY-SKP-001")
+    body = body if failing else body.replace("1 + 1 == 3", "1 + 1 == 2")
+    (root / "tests" / "test_toy.py").write_text(body)
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    (root / "tests" / "data" / "toy.json").write_text("[1, 2]")
+    (root / "scripts" / "record_toy.py").write_text('"""writes toy.json"""\n')
+    (root / "tests" / "test_data.py").write_text(
+        "from pathlib import Path\n\n\ndef test_reads():\n"
+        "    assert (Path(__file__).parent / 'data' / 'toy.json').read_text()\n")
+    return root
+
+
+def _bad_certificate(results: Path) -> Path:
+    cell = campaign.matrix(["e4m3"], stride=1_000_003)[0]
+    for ch in campaign.chunks(cell):
+        rec = campaign.run_chunk(ch)
+        if ch.index == 5:  # a planted mismatch, as a wrong result from elsewhere would be
+            rec["mismatches"], rec["first"] = 1, [["oracle", "0x3f800000", "0x38", "0x39"]]
+        p = results / cell.key / f"chunk_{ch.index:03d}.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(rec))
+    return results
+
+
+@pytest.mark.clause("CRT-RPT-001", "CRT-RPT-002", "CRT-RPT-003", "CRT-RPT-004", "CRT-RPT-007")
+def test_a_failing_clause_and_a_mismatching_certificate_make_the_report_fail(
+        tmp_path: Path) -> None:
+    from ampref.certify import report as certreport
+    src = _source(tmp_path / "src", failing=True)
+    doc = certreport.certify(tmp_path / "out", source=src, stride=1 << 30,  # 4 per cell
+                             imports=[str(_bad_certificate(tmp_path / "imported"))])
+    assert doc["status"] == "FAILED"
+    status = {c["id"]: c["status"] for c in doc["clauses"]}
+    assert status == {"TOY-ONE-001": "verified", "TOY-TWO-001": "FAILED",
+                      "TOY-SKP-001": "skipped", "TOY-UNC-001": "uncovered"}
+    skip = next(c for c in doc["clauses"] if c["id"] == "TOY-SKP-001")
+    assert "no_such_module_here" in skip["tests"][0]["reason"]
+    assert any("TOY-TWO-001" in p for p in doc["problems"])
+    assert any("e4m3" in p and "1 + 0 mismatches" in p for p in doc["problems"])
+    html = (tmp_path / "out" / "certify.html").read_text()
+    assert html.index('class="banner FAILED"') < html.index("1. Tool identification")
+    assert doc["deviations"] == [{"file": "toy.md", "clause": "TOY-TWO-001",
+                                  "text": "*Deviation (a peer):* the peer says three."}]
+    (vec,) = doc["vectors"]
+    assert vec["file"] == "toy.json" and vec["origin"] == ["record_toy.py"]
+    assert vec["tests"] == ["test_data.py"] and vec["passed"] == 1
+    assert doc["det"]["identical"] and len(doc["det"]["runs"]) == 3
+    saved = json.loads((tmp_path / "out" / "certify.json").read_text())
+    assert saved["status"] == "FAILED" and saved["counts"]["FAILED"] == 1
+    assert (tmp_path / "out" / "junit.xml").read_text().count("<testcase") == 4
+
+
+@pytest.mark.clause("CRT-RPT-005")
+def test_the_command_exits_0_on_a_clean_source_and_1_on_a_failing_one(tmp_path: Path) -> None:
+    for failing, code in ((False, 0), (True, 1)):
+        src = _source(tmp_path / f"src{failing}", failing=failing)
+        r = subprocess.run([sys.executable, "-m", "ampref", "certify", "--source", str(src),
+                            "--out", str(tmp_path / f"out{failing}"), "--stride",
+                            str(1 << 30)], capture_output=True, text=True, timeout=900)
+        assert r.returncode == code, r.stdout[-2000:] + r.stderr[-2000:]
+        assert ("PASSED" if code == 0 else "FAILED") in r.stdout
+    r = subprocess.run([sys.executable, "-m", "ampref", "certify", "--source", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "holds no specs/ and tests/" in r.stderr
+
+
+@pytest.mark.clause("CRT-RPT-006")
+def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no Chromium on this machine (CI installs Debian's chromium)")
+    from ampref.certify import report as certreport
+    src = _source(tmp_path / "src", failing=False)
+    certreport.certify(tmp_path / "out", source=src, stride=1 << 30)
+    shot = tmp_path / "shot.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                    f"--screenshot={shot}", "--window-size=1200,900",
+                    (tmp_path / "out" / "certify.html").as_uri()], capture_output=True,
+                   timeout=120)
+    import matplotlib.image as mpimg
+    img = mpimg.imread(shot)
+    assert img.shape[0] == 900 and img.std() > 0.05  # not blank: text, tables, the banner
+    green = (img[..., 1] > 0.4) & (img[..., 0] < 0.3)
+    assert green[:150].mean() > 0.01  # the PASSED banner at the top

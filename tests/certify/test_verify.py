@@ -1,0 +1,93 @@
+"""ampref verify: the float64 oracle against the exact oracle, strided certificates, CLI."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ampref
+from ampref.cli import main
+from ampref.formats.rounding import RoundingMode
+from ampref.certify.verify import reference_quantize, verify, verify_block
+
+import oracle
+
+FORMATS = list(ampref.FORMATS.values())
+
+
+@pytest.mark.clause("FMT-VER-001")
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f.bits <= 16], ids=lambda f: f.name)
+def test_float64_oracle_agrees_with_the_exact_rational_oracle(fmt: ampref.Format) -> None:
+    rng = np.random.default_rng(5)
+    pats = rng.integers(0, 2**32, 3000, dtype=np.uint64).astype(np.uint32)
+    x = pats.view(np.float32)
+    x = np.concatenate([x, np.array([0.0, -0.0, fmt.max, fmt.tiny, 1.5], np.float32)])
+    for rnd in RoundingMode:
+        rb = np.arange(x.size, dtype=np.uint32) * np.uint32(2654435761)
+        ref = reference_quantize(x, fmt, rnd, rbits=rb)
+        for i, v in enumerate(x):
+            code = oracle.round_scalar(float(v), fmt, rnd.value, rbits=int(rb[i]))
+            if code is None:
+                assert np.isnan(ref[i])
+                continue
+            want = oracle.decode_scalar(code, fmt)
+            got = float(ref[i])
+            if isinstance(want, float) and np.isnan(want):
+                assert np.isnan(got), (fmt.name, rnd, v)
+            else:
+                assert got == float(want) and np.signbit(got) == np.signbit(float(want)), (
+                    fmt.name, rnd.value, hex(int(pats[i])) if i < pats.size else v, got, want)
+
+
+@pytest.mark.clause("FMT-VER-001")
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16", "e4m3", "e5m2fnuz", "e2m1", "e8m0", "tf32"])
+def test_strided_certificate_passes_for_every_mode(fmt: str) -> None:
+    for rnd in RoundingMode:
+        res = verify(fmt, rnd.value, stride=100_003, workers=1, progress=False)
+        assert res.ok, (fmt, rnd, res.first)
+        assert res.checked == len(range(0, 2**32, 100_003))
+
+
+@pytest.mark.clause("FMT-VER-001")
+def test_certificate_covers_flags_and_reports_the_peer() -> None:
+    res = verify_block(0x30000000, 0x30000000 + 100_000, 1, "float16", "nearest_even", False, True,
+                       0)
+    assert res.ok and res.peer == "numpy" and res.peer_checked == 100_000
+    for sat, sub in ((True, True), (False, False)):
+        assert verify_block(0x7F000000, 0x7F000000 + 50_000, 1, "e4m3", "toward_positive",
+                            sat, sub, 0).ok
+
+
+def test_cli_verify_prints_a_summary_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["verify", "--format", "e4m3", "--stride", "1000003", "--workers", "1", "--quiet"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "format=float8_e4m3fn" in out and "mismatches: 0" in out and "PASS" in out
+
+
+def test_cli_rejects_unknown_format_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--format", "fp12"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ampref verify: error: unknown format 'fp12'") and err.count("\n") == 1
+    assert main(["verify", "--stride", "0", "--quiet"]) == 2
+
+
+@pytest.mark.clause("FMT-VER-001")
+def test_cli_bounds_the_worker_count_instead_of_starting_thousands(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--workers", "100000", "--stride", "1000003", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "workers must be an int in [1, " in err and err.count("\n") == 1
+
+
+def test_help_states_defaults_and_the_runtime_of_an_exhaustive_run() -> None:
+    import subprocess
+    import sys
+
+    train_help = subprocess.run([sys.executable, "-m", "ampref", "train", "--help"],
+                                capture_output=True, text=True, check=True).stdout
+    for text in ("(default 160)", "(default 16)", "(default torch)", "only --out"):
+        assert text in " ".join(train_help.split()), text
+    verify_help = subprocess.run([sys.executable, "-m", "ampref", "verify", "--help"],
+                                 capture_output=True, text=True, check=True).stdout
+    assert "about 4 minutes" in " ".join(verify_help.split())

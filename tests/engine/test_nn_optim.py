@@ -1,0 +1,226 @@
+"""Modules, optimizers and loss-scaler integration; small models train reproducibly
+(specs/engine.md ENG-NN-*, ENG-OPT-*)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ampref
+from ampref.engine import functional as F
+from ampref import nn, optim
+from ampref.engine.rng import Generator
+
+
+def _mlp_step(model: nn.Module, opt: optim.Optimizer, x: np.ndarray, y: np.ndarray,
+              amp: bool, scaler: ampref.LossScaler | None) -> float:
+    opt.zero_grad()
+    with ampref.autocast("cuda", "float16", enabled=amp):
+        loss = F.cross_entropy(model(ampref.tensor(x)), y)
+    (scaler.scale_loss(loss) if scaler else loss).backward()
+    opt.step(scaler=scaler)
+    return loss.item()
+
+
+def _train_mlp(amp: bool, steps: int = 8) -> tuple[list[float], dict[str, np.ndarray]]:
+    g = Generator(5)
+    x = g.normal((32, 10))
+    y = g.integers(3, (32,))
+    model = nn.MLP([10, 32, 3], seed=1)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    scaler = ampref.LossScaler.from_profile("torch", init_scale=2.0**12) if amp else None
+    losses = [_mlp_step(model, opt, x, y, amp, scaler) for _ in range(steps)]
+    return losses, model.state_dict()
+
+
+def _train_transformer(amp: bool, steps: int = 4) -> tuple[list[float], dict[str, np.ndarray]]:
+    g = Generator(9)
+    ids = g.integers(11, (4, 9))
+    emb = nn.Embedding(11, 16, std=0.1, seed=2)
+    block = nn.TransformerBlock(16, 2, seed=3)
+    head = nn.Linear(16, 11, seed=4)
+    params = emb.parameters() + block.parameters() + head.parameters()
+    opt = optim.AdamW(params, lr=3e-3)
+    scaler = ampref.LossScaler.from_profile("torch", init_scale=2.0**10) if amp else None
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        with ampref.autocast("cuda", "float16", enabled=amp):
+            logits = head(block(emb(ids[:, :-1])))
+            loss = F.cross_entropy(logits, ids[:, 1:])
+        (scaler.scale_loss(loss) if scaler else loss).backward()
+        opt.step(scaler=scaler)
+        losses.append(loss.item())
+    sd = {**{f"e.{k}": v for k, v in emb.state_dict().items()},
+          **{f"b.{k}": v for k, v in block.state_dict().items()},
+          **{f"h.{k}": v for k, v in head.state_dict().items()}}
+    return losses, sd
+
+
+def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    return a.keys() == b.keys() and all(np.array_equal(a[k].view(np.uint32), b[k].view(np.uint32))
+                                        for k in a)
+
+
+@pytest.mark.clause("ENG-OPT-001", "ENG-BWD-003")
+@pytest.mark.parametrize("amp", [False, True], ids=["fp32", "fp16-autocast"])
+def test_mlp_trains_and_is_bitwise_identical_run_to_run(amp: bool) -> None:
+    l1, w1 = _train_mlp(amp)
+    l2, w2 = _train_mlp(amp)
+    assert l1 == l2 and _same(w1, w2)
+    assert l1[-1] < 0.8 * l1[0]
+
+
+@pytest.mark.clause("ENG-OPT-001", "ENG-BWD-003", "ENG-NN-001")
+@pytest.mark.parametrize("amp", [False, True], ids=["fp32", "fp16-autocast"])
+def test_one_block_transformer_trains_and_is_bitwise_identical_run_to_run(amp: bool) -> None:
+    l1, w1 = _train_transformer(amp)
+    l2, w2 = _train_transformer(amp)
+    assert l1 == l2 and _same(w1, w2)
+    assert l1[-1] < l1[0]
+
+
+@pytest.mark.clause("ENG-OPT-001")
+def test_fp16_autocast_mlp_tracks_fp32_loss() -> None:
+    l32, _ = _train_mlp(False)
+    l16, _ = _train_mlp(True)
+    assert abs(l16[-1] - l32[-1]) < 0.02 * l32[0]
+
+
+@pytest.mark.clause("ENG-OPT-004")
+@pytest.mark.parametrize("cls", [optim.SGD, optim.Adam, optim.AdamW])
+def test_skipped_step_changes_nothing(cls: type) -> None:
+    model = nn.MLP([4, 5, 2], seed=0)
+    kw = {"lr": 0.1, "momentum": 0.9} if cls is optim.SGD else {"lr": 0.01}
+    opt = cls(model.parameters(), **kw)
+    scaler = ampref.LossScaler.from_profile("torch")
+    x = ampref.tensor(np.ones((3, 4)))
+    F.sum(model(x)).backward()
+    assert opt.step(scaler=scaler)  # one applied step so state exists
+    before_w, before_s = model.state_dict(), opt.state_dict()
+    opt.zero_grad()
+    F.sum(model(x)).backward()
+    model.parameters()[0].grad[0, 0] = np.inf
+    assert not opt.step(scaler=scaler)
+    assert _same(model.state_dict(), before_w)
+    after = opt.state_dict()
+    assert after["steps"] == before_s["steps"]
+    for s0, s1 in zip(before_s["state"], after["state"], strict=True):
+        assert s0.keys() == s1.keys() and all(np.array_equal(s0[k], s1[k]) for k in s0)
+    assert scaler.scale == 2.0**15 and scaler.audit_log()[-1]["action"] == "backoff"
+
+
+@pytest.mark.clause("ENG-OPT-002")
+def test_o2_low_precision_weights_keep_float32_masters() -> None:
+    model = nn.Linear(3, 2, seed=0)
+    model.to_format("float16")
+    w32 = model.weight.numpy().copy()
+    opt = optim.SGD(model.parameters(), lr=1e-4)
+    for _ in range(3):
+        opt.zero_grad()
+        F.sum(model(ampref.tensor(np.ones((1, 3)), "float16")), dtype="float32").backward()
+        opt.step()
+    master = opt.master[0]
+    assert master.dtype == np.float32
+    from ampref.testing import assert_bitwise_equal
+
+    lr = np.float32(1e-4)  # d(sum)/dw = 1 for every weight: three float32 subtractions of lr
+    assert_bitwise_equal(master, ((w32 - lr) - lr) - lr)
+    assert_bitwise_equal(model.weight.numpy(),
+                         master.astype(np.float16).astype(np.float32))  # NumPy's cast
+
+
+@pytest.mark.clause("ENG-OPT-003")
+def test_pure_fp16_without_masters_loses_updates_below_half_an_ulp() -> None:
+    def run(master: bool) -> np.ndarray:
+        p = nn.Parameter(np.full(4, 1.0), "float16")
+        opt = optim.SGD([p], lr=1e-4, master_weights=master)
+        for _ in range(10):
+            opt.zero_grad()
+            F.sum(p, dtype="float32").backward()
+            opt.step()
+        return p.numpy()
+
+    assert np.all(run(False) == 1.0)  # 1 - 1e-4 rounds back to 1 in fp16 every time
+    assert np.all(run(True) < 1.0)  # the float32 master accumulates 10 updates
+
+
+@pytest.mark.clause("ENG-OPT-001")
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW"])
+def test_optimizers_track_torch_optimizers_in_float32(name: str) -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((5, 4)).astype(np.float32)
+    grads = [rng.standard_normal((5, 4)).astype(np.float32) for _ in range(5)]
+    p = nn.Parameter(w0)
+    tp = torch.nn.Parameter(torch.tensor(w0))
+    kw = {"SGD": dict(lr=0.1, momentum=0.9, weight_decay=0.01),
+          "Adam": dict(lr=0.01, weight_decay=0.01),
+          "AdamW": dict(lr=0.01, weight_decay=0.1)}[name]
+    ours = getattr(optim, name)([p], **kw)
+    theirs = getattr(torch.optim, name)([tp], **kw)
+    for g in grads:
+        p.grad = g.copy()
+        tp.grad = torch.tensor(g)
+        ours.step()
+        theirs.step()
+    np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=2e-6, atol=2e-7)
+
+
+@pytest.mark.clause("ENG-NN-001")
+def test_module_state_dict_round_trip_and_mismatch_errors() -> None:
+    a, b = nn.MLP([3, 4, 2], seed=0), nn.MLP([3, 4, 2], seed=1)
+    assert list(a.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    b.load_state_dict(a.state_dict())
+    assert _same(a.state_dict(), b.state_dict())
+    with pytest.raises(ValueError, match="missing"):
+        b.load_state_dict({"0.weight": np.zeros((4, 3))})
+    sd = a.state_dict()
+    sd["0.bias"] = np.zeros(5)
+    with pytest.raises(ValueError, match="shape"):
+        b.load_state_dict(sd)
+
+
+@pytest.mark.clause("ENG-RNG-001")
+def test_generator_state_is_seed_and_counter() -> None:
+    g = Generator(3)
+    a = g.uniform((5,))
+    sd = g.state_dict()
+    b = g.normal((7,))
+    h = Generator(0)
+    h.load_state_dict(sd)
+    assert np.array_equal(h.normal((7,)), b)
+    assert np.all((a >= 0) & (a < 1))
+    ints = Generator(1).integers(10, (10_000,))
+    assert ints.min() == 0 and ints.max() == 9
+
+
+def test_optimizer_rejects_bad_arguments_with_clear_errors() -> None:
+    p = nn.Parameter(np.ones(2))
+    with pytest.raises(ValueError, match="learning rate"):
+        optim.SGD([p], lr=-1)
+    with pytest.raises(ValueError, match="betas"):
+        optim.Adam([p], betas=(1.0, 0.9))
+    with pytest.raises(TypeError, match="leaf"):
+        optim.SGD([ampref.tensor([1.0])], lr=0.1)
+
+
+@pytest.mark.clause("ENG-NN-001", "ENG-CNV-001")
+def test_small_conv_net_trains_under_fp16_autocast() -> None:
+    g = Generator(2)
+    x = ampref.tensor(g.normal((8, 1, 6, 6)))
+    y = g.integers(2, (8,))
+    conv, head = nn.Conv2d(1, 4, 3, padding=1, seed=1), nn.Linear(4 * 36, 2, seed=2)
+    opt = optim.Adam(conv.parameters() + head.parameters(), lr=0.02)
+    scaler = ampref.LossScaler.from_profile("torch")
+    losses = []
+    for _ in range(6):
+        opt.zero_grad()
+        with ampref.autocast("cuda", "float16"):
+            h = F.relu(conv(x))
+            assert h.format.name == "float16"
+            loss = F.cross_entropy(head(h.reshape(8, -1)), y)
+        scaler.scale_loss(loss).backward()
+        opt.step(scaler=scaler)
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]

@@ -1,0 +1,96 @@
+"""ampref's public call shapes against torch's, with the intended differences listed in
+docs/torch-api-differences.md (runs when torch is installed)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import ampref
+from ampref.engine import functional as F
+from ampref import amp, nn, optim
+from torch_signatures import ampref_params, differences, torch_params
+from paths import ROOT
+
+torch = pytest.importorskip("torch")
+DOC = ROOT / "docs" / "torch-api-differences.md"
+
+
+def _objects() -> Iterator[tuple[str, Any, Any, str, bool]]:
+    """(label, ampref object, torch object or None, torch name, torch is a Tensor method)."""
+    for name in F.__all__:
+        if name == "masked_fill":  # torch has it as a Tensor method only
+            yield f"functional.{name}", getattr(F, name), torch.Tensor.masked_fill, name, True
+            continue
+        theirs = getattr(torch.nn.functional, name, None) or getattr(torch, name, None)
+        yield f"functional.{name}", getattr(F, name), theirs, name, False
+    for name in nn.__all__:
+        if name not in ("utils", "Parameter", "Module"):
+            yield f"nn.{name}", getattr(nn, name), getattr(torch.nn, name, None), name, False
+    yield ("nn.utils.clip_grad_norm_", nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad_norm_,
+           "clip_grad_norm_", False)
+    for name in ("SGD", "Adam", "AdamW"):
+        yield f"optim.{name}", getattr(optim, name), getattr(torch.optim, name), name, False
+    yield ("optim.Optimizer.zero_grad", optim.Optimizer.zero_grad, torch.optim.Optimizer.zero_grad,
+           "zero_grad", False)
+    yield "nn.Module.zero_grad", nn.Module.zero_grad, torch.nn.Module.zero_grad, "zero_grad", False
+    yield "amp.GradScaler", amp.GradScaler, torch.amp.GradScaler, "GradScaler", False
+    for m in ("scale", "unscale_", "step", "update", "get_scale", "state_dict", "load_state_dict"):
+        yield (f"amp.GradScaler.{m}", getattr(amp.GradScaler, m), getattr(torch.amp.GradScaler, m),
+               m, False)
+    yield "autocast", ampref.autocast, torch.autocast, "autocast", False
+    for m in ("sum", "mean", "transpose"):
+        yield f"Tensor.{m}", getattr(ampref.Tensor, m), getattr(torch.Tensor, m), m, False
+
+
+def _documented() -> set[tuple[str, str, str]]:
+    rows = set()
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\| `([\w.]+)` \| ([\w-]+) \| `([\w-]+)` \|", line)
+        if m:
+            rows.add((m[1], m[2], m[3]))
+    return rows
+
+
+def _actual() -> tuple[set[tuple[str, str, str]], list[str]]:
+    found: set[tuple[str, str, str]] = set()
+    errors: list[str] = []
+    for label, ours, theirs, name, method in _objects():
+        if theirs is None:
+            found.add((label, "ampref-only", "-"))
+            continue
+        d, e = differences(label, ampref_params(ours),
+                           torch_params(theirs, name, tensor_method=method))
+        found |= d
+        errors += e
+    return found, errors
+
+
+@pytest.mark.clause("API-TCH-001")
+def test_positional_parameters_are_a_prefix_of_torchs_and_extras_are_keyword_only() -> None:
+    _, errors = _actual()
+    assert errors == []
+
+
+@pytest.mark.clause("API-TCH-001")
+def test_every_difference_from_torch_is_documented_and_every_documented_one_exists() -> None:
+    found, _ = _actual()
+    documented = _documented()
+    assert len(documented) > 50
+    assert sorted(found - documented) == [], "undocumented differences from torch"
+    assert sorted(documented - found) == [], "documented differences that no longer exist"
+
+
+@pytest.mark.clause("API-TCH-001")
+def test_the_comparison_catches_a_swapped_positional_order() -> None:
+    # the old optim.SGD(params, lr, momentum, weight_decay, ...) order, which bound a torch
+    # user's positional dampening to weight_decay
+    def old_sgd(params: Any, lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
+        """stand-in"""
+
+    _, errors = differences("optim.SGD", ampref_params(old_sgd),
+                            torch_params(torch.optim.SGD, "SGD"))
+    assert errors and "not a prefix" in errors[0]

@@ -1,0 +1,110 @@
+"""Format table: derived limits against NumPy/ml_dtypes finfo, names, errors."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ml_dtypes
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ampref
+from ampref.formats.table import FORMATS, Encoding, Format, get_format
+
+from oracle import fmt_max
+
+ML_FORMATS = [f for f in FORMATS.values() if f.dtype_name is not None]
+
+
+def _finfo(fmt: Format) -> Any:
+    name = str(fmt.dtype_name)
+    dtype = getattr(np, name, None) or getattr(ml_dtypes, name)
+    return ml_dtypes.finfo(dtype)
+
+
+@pytest.mark.clause("FMT-DEF-002")
+@pytest.mark.parametrize("fmt", ML_FORMATS, ids=lambda f: f.name)
+def test_derived_limits_equal_finfo_of_the_reference_dtype(fmt: Format) -> None:
+    fi = _finfo(fmt)
+    assert fmt.bits == fi.bits
+    assert fmt.max == float(fi.max)
+    assert fmt.tiny == float(fi.smallest_normal)
+    assert fmt.smallest_subnormal == float(fi.smallest_subnormal)
+    assert fmt.eps == float(fi.eps)
+    assert fmt.nmant == fi.nmant
+
+
+@pytest.mark.clause("FMT-DEF-002")
+@pytest.mark.parametrize("fmt", FORMATS.values(), ids=lambda f: f.name)
+def test_max_agrees_with_an_independent_encoding_rule_and_invariants_hold(fmt: Format) -> None:
+    assert fmt.max_exact == fmt_max(fmt)
+    assert fmt.bits == int(fmt.is_signed) + fmt.nexp + fmt.nmant
+    assert fmt.eps == 2.0 ** fmt.machep
+    assert fmt.smallest_subnormal <= fmt.tiny <= 1 < fmt.max
+
+
+@pytest.mark.clause("FMT-DEF-001")
+def test_tf32_has_float32_range_and_ten_mantissa_bits() -> None:
+    assert ampref.tf32.max == float(np.float32(2.0**128 - 2.0**(128 - 11)))
+    assert ampref.tf32.tiny == 2.0**-126 and ampref.tf32.smallest_subnormal == 2.0**-136
+    assert ampref.tf32.code_dtype == "uint32"
+
+
+@pytest.mark.clause("FMT-DEF-001")
+def test_formats_are_frozen_keyword_only_data() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ampref.float16.bias = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Format("x", 5, 10, 15, Encoding.IEEE)  # type: ignore[misc]
+
+
+@pytest.mark.clause("FMT-DEF-001")
+def test_a_new_format_is_only_a_new_row_of_data() -> None:
+    # IEEE-like E4M3 (ml_dtypes float8_e4m3): max 240, inf/NaN, no kernel changes
+    e4m3_ieee = Format(name="float8_e4m3", exponent_bits=4, mantissa_bits=3, bias=7,
+                       encoding=Encoding.IEEE)
+    assert e4m3_ieee.max == float(ml_dtypes.finfo(ml_dtypes.float8_e4m3).max) == 240
+    x = np.linspace(-300, 300, 20001, dtype=np.float32)
+    ours = ampref.encode(x, e4m3_ieee)
+    theirs = x.astype(ml_dtypes.float8_e4m3).view(np.uint8)
+    assert np.array_equal(ours, theirs)
+
+
+@pytest.mark.clause("FMT-DEF-003")
+@pytest.mark.parametrize("alias,name", [("fp16", "float16"), ("half", "float16"),
+                                        ("BF16", "bfloat16"), ("e4m3", "float8_e4m3fn"),
+                                        ("e5m2", "float8_e5m2"), ("e8m0", "float8_e8m0fnu"),
+                                        ("fp4", "float4_e2m1fn"), ("tf32", "tf32"),
+                                        ("fp32", "float32")])
+def test_aliases_resolve_case_insensitively(alias: str, name: str) -> None:
+    assert get_format(alias) is FORMATS[name]
+    assert getattr(ampref, name) is FORMATS[name]
+
+
+@pytest.mark.clause("FMT-DEF-003", "FMT-API-002")
+def test_unknown_format_name_lists_the_known_ones() -> None:
+    with pytest.raises(ValueError, match=r"unknown format 'fp12'.*float16.*bfloat16"):
+        get_format("fp12")
+    with pytest.raises(TypeError, match="format must be a str"):
+        get_format(16)  # type: ignore[arg-type]
+
+
+def test_invalid_field_widths_are_rejected_with_the_values() -> None:
+    with pytest.raises(ValueError, match="mantissa_bits <= 23.*30"):
+        Format(name="wide", exponent_bits=8, mantissa_bits=30, bias=127, encoding=Encoding.IEEE)
+
+
+@pytest.mark.clause("FMT-DEF-001")
+def test_every_format_is_public_by_its_canonical_name() -> None:
+    for name, fmt in FORMATS.items():
+        assert getattr(ampref, name) is fmt, name
+        assert name in ampref.__all__
+
+
+@pytest.mark.clause("FMT-DEF-001")
+def test_engine_storage_properties_follow_from_the_fields() -> None:
+    every = [*FORMATS.values(), get_format("float64")]
+    assert [f.name for f in every if f.wide] == ["float64"]
+    assert [f.name for f in every if f.covers_float32] == ["float32", "float64"]

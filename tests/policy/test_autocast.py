@@ -1,0 +1,282 @@
+"""Autocast policies: output formats against torch (recorded and live), casting rules,
+nesting, the weight cache, jmp policy strings (specs/autocast.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ampref
+from ampref.engine import functional as F
+from ampref.policy.policies import get_policy, load_policy, policy_names
+from paths import DATA as RECORDED
+from paths import ROOT
+
+DATA = RECORDED / "autocast_torch.json"
+TGT = np.array([0, 2, 1, 3])
+
+
+def engine_ops() -> dict[str, Any]:
+    """The recorder's op list, on the engine (same inputs: (4, 4) tensors)."""
+    return {
+        "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+        "div": lambda a, b: a / b, "neg": lambda a: -a, "pow": lambda a: a ** 2.0,
+        "matmul": lambda a, b: a @ b.T, "linear": lambda a, w: F.linear(a, w),
+        "exp": F.exp, "log": F.log, "tanh": F.tanh, "sigmoid": F.sigmoid, "relu": F.relu,
+        "gelu": F.gelu, "softmax": lambda a: F.softmax(a, -1),
+        "log_softmax": lambda a: F.log_softmax(a, -1),
+        "layer_norm": lambda a: F.layer_norm(a, a.shape[-1:]),
+        "rms_norm": lambda a: F.rms_norm(a, a.shape[-1:]), "sum": F.sum, "mean": F.mean,
+        "reshape": lambda a: a.reshape(-1), "transpose": lambda a: a.T,
+        "index": lambda a: a[1:3], "embedding": lambda w: F.embedding(np.array([0, 1]), w),
+        "concat": lambda a, b: F.concat([a, b]),
+        "dropout": lambda a: F.dropout(a, 0.0, seed=0),
+        "cross_entropy": lambda a: F.cross_entropy(a, TGT),
+        "nll_loss": lambda a: F.nll_loss(a, TGT),
+        "mse_loss": F.mse_loss,
+        "binary_cross_entropy": lambda p, y: F.binary_cross_entropy(F.sigmoid(p), F.sigmoid(y)),
+        "conv2d": lambda x, w: F.conv2d(x.reshape(1, 1, 4, 4), w.reshape(1, 1, 4, 4)),
+        "scaled_dot_product_attention": lambda q, k: F.scaled_dot_product_attention(
+            q.reshape(1, 4, 4), k.reshape(1, 4, 4), k.reshape(1, 4, 4)),
+    }
+
+
+def run_row(row: dict[str, Any]) -> str:
+    fn = engine_ops()[row["op"]]
+    rng = np.random.default_rng(0)
+    args = [ampref.tensor(rng.random((4, 4)) + (0.1 if row["op"] == "log" else -0.5), fmt)
+            for fmt in row["inputs"]]
+    with ampref.autocast("cuda", row["dtype"], policy=row["policy"]):
+        try:
+            return str(fn(*args).format.name)
+        except (RuntimeError, TypeError) as e:
+            return f"error: {e}"
+
+
+def _rows() -> list[dict[str, Any]]:
+    return json.loads(DATA.read_text())["rows"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.clause("AUT-POL-001", "AUT-CAT-001", "AUT-CAT-002", "AUT-CAT-003", "AUT-CAT-005")
+def test_every_op_output_format_matches_recorded_torch_cpu_autocast() -> None:
+    rows = _rows()
+    assert len(rows) >= 150 and {r["op"] for r in rows} == set(engine_ops())
+    def differs(got: str, want: str) -> bool:  # any error equals any error
+        return got != want and not (got.startswith("error") and want.startswith("error"))
+
+    bad = [(r["op"], r["dtype"], r["inputs"], r["output"], got) for r in rows
+           if differs(got := run_row(r), r["output"])]
+    assert not bad, f"{len(bad)} mismatches, first: {bad[:5]}"
+
+
+@pytest.mark.clause("AUT-POL-001")
+def test_every_op_output_format_matches_live_torch_cpu_autocast() -> None:
+    pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location("rec",
+                                                  ROOT / "scripts" / "record_autocast_table.py")
+    assert spec is not None and spec.loader is not None
+    rec = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rec)
+    import torch
+
+    for ac in ("bfloat16", "float16"):
+        for op, (n, fn) in rec.cases().items():
+            for dts in [("float32",) * n, (ac,) * n]:
+                args = [rec.t((4, 4), d, pos=op == "log") for d in dts]
+                with torch.autocast("cpu", dtype=rec.DT[ac]):
+                    want = str(fn(*args).dtype).replace("torch.", "")
+                row = {"policy": "torch-cpu", "dtype": ac, "op": op, "inputs": list(dts)}
+                assert run_row(row) == want, (op, ac, dts)
+
+
+@pytest.mark.clause("AUT-POL-001")
+@pytest.mark.parametrize("policy,key",
+                         [("torch-cuda", "AutocastCUDA"), ("torch-cpu", "AutocastCPU")])
+def test_policy_files_name_only_ops_torch_registers_for_that_autocast_key(
+        policy: str, key: str) -> None:
+    data = json.loads(DATA.read_text())
+    registered = {r.removeprefix("aten::") for r in data["registrations"][key]}
+    listed = set(load_policy(policy).categories)
+    # torch's registrations omit Dimname overloads (section 2.4 of the reference notes)
+    unknown = {op for op in listed - registered if "imname" not in op and "names_" not in op}
+    assert not unknown, f"{policy} lists ops torch does not register for {key}: {sorted(unknown)}"
+
+
+# torch's AMP documentation ("CUDA Ops that can autocast to float16 / float32"), and the
+# unlisted-op rule: the expected output format of each engine op under torch-cuda fp16
+CUDA_EXPECTED = {
+    "matmul": "float16", "linear": "float16", "scaled_dot_product_attention": "float16",
+    "conv2d": "float16",
+    "exp": "float32", "log": "float32", "pow": "float32", "softmax": "float32",
+    "log_softmax": "float32", "layer_norm": "float32", "rms_norm": "float32", "sum": "float32",
+    "mse_loss": "float32", "nll_loss": "float32", "cross_entropy": "float32",
+    "relu": "float16", "gelu": "float16", "tanh": "float16", "mean": "float16", "add": "float16",
+}
+
+
+@pytest.mark.clause("AUT-POL-001", "AUT-CAT-001", "AUT-CAT-002", "AUT-CAT-003", "AUT-CAT-005")
+@pytest.mark.parametrize("op", sorted(CUDA_EXPECTED))
+def test_torch_cuda_policy_gives_the_documented_output_format(op: str) -> None:
+    n = 2 if op in ("add", "matmul", "linear", "mse_loss", "scaled_dot_product_attention",
+                    "conv2d") else 1
+    row = {"policy": "torch-cuda", "dtype": "float16", "op": op, "inputs": ["float16"] * n}
+    assert run_row(row) == CUDA_EXPECTED[op]
+
+
+@pytest.mark.clause("AUT-CAT-006")
+def test_banned_op_raises_with_torchs_advice_under_cuda_and_runs_in_fp32_on_cpu() -> None:
+    p = ampref.tensor([[0.3, 0.6]])
+    with ampref.autocast("cuda", "float16"):
+        with pytest.raises(RuntimeError, match="binary_cross_entropy_with_logits"):
+            F.binary_cross_entropy(p, p)
+    with ampref.autocast("cpu", "bfloat16"):
+        assert F.binary_cross_entropy(p.to("bfloat16"), p).format.name == "float32"
+
+
+@pytest.mark.clause("AUT-CAT-004")
+def test_promote_op_given_fp16_and_bf16_raises_like_torch() -> None:
+    a, b = ampref.tensor([1.0], "float16"), ampref.tensor([1.0], "bfloat16")
+    with ampref.autocast("cpu", "float16"):
+        with pytest.raises(TypeError, match="prioritize"):
+            F.concat([a, b])
+        with pytest.raises(TypeError, match="prioritize"):
+            F.concat([b, b])  # torch starts at the autocast dtype
+        assert F.concat([a, ampref.tensor([1.0])]).format.name == "float32"
+
+
+@pytest.mark.clause("AUT-ELI-001")
+def test_float64_tensors_are_never_cast() -> None:
+    a = ampref.tensor(np.ones((2, 2)), "float64")
+    with ampref.autocast("cuda", "float16"):
+        assert (a @ a).format.name == "float64"
+        assert F.exp(a).format.name == "float64"
+
+
+@pytest.mark.clause("AUT-CTX-001")
+def test_nesting_overrides_and_restores_the_outer_state() -> None:
+    a = ampref.tensor(np.ones((2, 2)))
+    with ampref.autocast("cuda", "float16"):
+        assert (a @ a).format.name == "float16"
+        with ampref.autocast("cuda", enabled=False):
+            assert (a @ a).format.name == "float32"
+        with ampref.autocast("cuda", "bfloat16"):
+            assert (a @ a).format.name == "bfloat16"
+        assert (a @ a).format.name == "float16"
+    assert (a @ a).format.name == "float32"
+
+
+@pytest.mark.clause("AUT-CTX-002")
+def test_outputs_are_not_cast_back_on_exit() -> None:
+    a = ampref.tensor(np.ones((2, 2)))
+    with ampref.autocast("cuda", "float16"):
+        y = a @ a
+    assert y.format.name == "float16"
+
+
+@pytest.mark.clause("AUT-CAC-001", "AUT-CAC-002")
+def test_weight_cast_is_cached_in_a_region_and_goes_stale_after_in_place_update() -> None:
+    w = ampref.tensor(np.ones((2, 2)), requires_grad=True)
+    x = ampref.tensor(np.ones((1, 2)))
+    with ampref.autocast("cuda", "float16"):
+        y1 = F.linear(x, w)
+        y2 = F.linear(x, w)
+        assert y1.node is not None and y2.node is not None
+        assert y1.node.parents[1] is y2.node.parents[1]  # one cast node for both uses
+        w.data = w.data * 2  # an in-place optimizer step inside the region
+        assert F.linear(x, w).numpy()[0, 0] == 2.0  # stale cached fp16 copy: old weights
+    with ampref.autocast("cuda", "float16"):
+        assert F.linear(x, w).numpy()[0, 0] == 4.0  # a new region sees the update
+    with ampref.autocast("cuda", "float16", cache_enabled=False):
+        y3, y4 = F.linear(x, w), F.linear(x, w)
+        assert y3.node.parents[1] is not y4.node.parents[1]  # type: ignore[union-attr]
+
+
+@pytest.mark.clause("AUT-CAC-001")
+def test_cached_cast_accumulates_both_uses_into_the_weight_gradient() -> None:
+    w = ampref.tensor(np.full((2, 2), 0.5), requires_grad=True)
+    x = ampref.tensor(np.ones((1, 2)))
+    with ampref.autocast("cuda", "float16"):
+        loss = F.sum(F.linear(x, w) + F.linear(x, w), dtype="float32")
+    loss.backward()
+    assert np.all(w.grad == 2.0)
+
+
+@pytest.mark.clause("AUT-JMP-001")
+@pytest.mark.parametrize("spec,expect", [
+    ("params=float32,compute=float16,output=float32", ("float32", "float16", "float32")),
+    ("c=bf16", ("float32", "bfloat16", "bfloat16")),
+    ("p=f32,c=f16", ("float32", "float16", "float16")),
+    ("half", ("float16", "float16", "float16")),
+    ("full", ("float32", "float32", "float32")),
+])
+def test_jmp_policy_strings_parse_as_jmp_does(spec: str, expect: tuple[str, str, str]) -> None:
+    p = get_policy(spec)
+    assert (p.params.name, p.compute.name, p.output.name) == expect
+
+
+@pytest.mark.clause("AUT-JMP-001")
+@pytest.mark.parametrize("spec,msg", [("p=f8", "unknown format"), ("q=f16", "unknown key"),
+                                      ("p=f16=f32", "malformed")])
+def test_bad_jmp_policy_strings_raise_value_error(spec: str, msg: str) -> None:
+    with pytest.raises(ValueError, match=msg):
+        get_policy(spec)
+
+
+@pytest.mark.clause("AUT-JMP-002")
+def test_jmp_policy_region_computes_every_op_in_the_compute_format() -> None:
+    a = ampref.tensor(np.ones((2, 2)))
+    pol = get_policy("params=float32,compute=bfloat16,output=float32")
+    with ampref.autocast("cuda", policy=pol):
+        y = F.exp(a @ a)
+        assert y.format.name == "bfloat16"
+    assert pol.cast_to_output(y).format.name == "float32"
+
+
+@pytest.mark.clause("AUT-POL-003")
+def test_users_policy_file_is_data(tmp_path: Path) -> None:
+    f = tmp_path / "mine.toml"
+    f.write_text('name = "mine"\ndefault_dtype = "bfloat16"\n[ops]\nlower_precision_fp = ["exp"]\n')
+    a = ampref.tensor(np.ones(3))
+    with ampref.autocast("cuda", policy=str(f)):
+        assert F.exp(a).format.name == "bfloat16"
+        assert (a @ a).format.name == "float32"  # unlisted here
+    bad = tmp_path / "bad.toml"
+    bad.write_text('default_dtype = "float16"\n[ops]\nfastest = ["exp"]\n')
+    with pytest.raises(ValueError, match="unknown category 'fastest'"):
+        load_policy(bad)
+
+
+def test_unknown_policy_and_bad_dtype_raise_value_error_listing_choices() -> None:
+    assert {"torch-cuda", "torch-cpu"} <= set(policy_names())
+    with pytest.raises(ValueError, match="torch-cpu, torch-cuda"):
+        with ampref.autocast("cuda", "float16", policy="torch-tpu"):
+            pass
+    with pytest.raises(ValueError, match="float16 or bfloat16"):
+        with ampref.autocast("cuda", "float32"):
+            pass
+
+
+@pytest.mark.clause("AUT-POL-002")
+def test_overload_less_names_match_listed_overloads() -> None:
+    cuda = load_policy("torch-cuda")
+    assert cuda.category("softmax") == "fp32_set_opt_dtype"
+    assert cuda.category("pow") == "fp32"
+    assert cuda.category("conv_transpose2d") == "lower_precision_fp"
+    assert cuda.category("relu") is None
+
+
+@pytest.mark.clause("AUT-POL-004")
+def test_a_loaded_policy_is_read_only_shared_and_survives_pickling() -> None:
+    import pickle
+
+    pol = load_policy("torch-cpu")
+    assert load_policy("torch-cpu") is pol  # shipped files are parsed once per process
+    with pytest.raises(TypeError):
+        pol.categories["mm"] = "fp32"  # type: ignore[index]
+    back = pickle.loads(pickle.dumps(pol))
+    assert back == pol and back.category("mm") == pol.category("mm")

@@ -1,0 +1,410 @@
+"""The loss-scale state machine: hand-checked framework sequences, invariants under
+random overflow sequences (hypothesis stateful), the object API and its misuse errors."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import pickle
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+import ampref
+from ampref.scaling.scaler import LossScaler, StaticLossScaler
+from ampref.scaling.machine import LossScaleWarning, ScaleFloorError, ScalerConfig, transition
+from ampref.scaling.profiles import PROFILES
+
+
+def run(profile: str, flags: str, **kw: object) -> list[tuple[float, str]]:
+    """Drive a profile with a string of flags ('x' overflow, '.' clean)."""
+    s = LossScaler.from_profile(profile, **kw)
+    out = []
+    for f in flags:
+        try:
+            s.update(found_inf=f == "x")
+        except ScaleFloorError:
+            out.append((s.scale, "raise"))
+            break
+        out.append((s.scale, s.events[-1].action))
+    return out
+
+
+# Hand-checked tables, transcribed from each framework's source (see specs/scaling.md)
+@pytest.mark.clause("SCL-PRF-001", "SCL-GRW-001")
+def test_torch_trace_from_its_documentation() -> None:
+    # GradScaler("cpu"), init 4, interval 2: ok->4, ok->8, inf->4, ok->4, ok->8, ok->8
+    assert [s for s, _ in run("torch", "..x...", init_scale=4.0, growth_interval=2)] == \
+        [4, 8, 4, 4, 8, 8]
+
+
+@pytest.mark.clause("SCL-PRF-002", "SCL-GRW-002", "SCL-FLR-002")
+def test_tf_keras_grows_at_counter_plus_one_at_least_interval_and_floors_at_one() -> None:
+    assert [s for s, _ in run("tf-keras", "..x..xxxx", init_scale=4.0, growth_interval=2)] == \
+        [4, 8, 4, 4, 8, 4, 2, 1, 1]
+    # an over-threshold counter still grows (>=), unlike torch's ==
+    s = LossScaler.from_profile("tf-keras", init_scale=4.0, growth_interval=2)
+    s.state = dataclasses.replace(s.state, growth_tracker=5)
+    s.update(False)
+    assert s.scale == 8.0
+
+
+@pytest.mark.clause("SCL-PRF-003", "SCL-FLR-001")
+def test_keras3_trace_from_its_documentation_and_no_floor() -> None:
+    assert [s for s, _ in run("keras3", "..x..xxx", init_scale=8.0, growth_interval=2)] == \
+        [8, 16, 8, 8, 16, 8, 4, 2]
+    assert run("keras3", "xxx", init_scale=1.0)[-1][0] == 0.125
+
+
+@pytest.mark.clause("SCL-PRF-004", "SCL-FLR-002")
+def test_jmp_trace_from_its_documentation() -> None:
+    assert [s for s, _ in run("jmp", "..x...xx", init_scale=8.0, growth_interval=2)] == \
+        [8, 16, 8, 8, 16, 16, 8, 4]
+    assert run("jmp", "xxxx", init_scale=2.0, min_scale=0.25)[-1] == (0.25, "clamp")
+
+
+@pytest.mark.clause("SCL-PRF-005", "SCL-GRW-004")
+def test_apex_caps_growth_at_max_scale_and_has_no_floor_by_default() -> None:
+    out = run("apex", "....", init_scale=2.0**23, growth_interval=1)
+    assert [s for s, _ in out] == [2.0**24] * 4
+    assert run("apex", "x" * 3, init_scale=1.0)[-1][0] == 0.125
+    assert run("apex", "xx", init_scale=1.0, min_scale=0.5)[-1] == (0.5, "clamp")
+
+
+@pytest.mark.clause("SCL-PRF-006", "SCL-HYS-001", "SCL-HYS-002", "SCL-GRW-003", "SCL-FLR-003")
+def test_deepspeed_default_hysteresis_refills_only_at_growth() -> None:
+    # window 3, hysteresis 2, from 16:
+    # OF 16 h1, OF 8, OF 4, ok 4, OF 2, ok, ok, ok, ok->4 h2, OF 4 h1
+    out = run("deepspeed", "xxx.x....x", init_scale=16.0, growth_interval=3, min_scale=0.25)
+    assert [s for s, _ in out] == [16, 8, 4, 4, 2, 2, 2, 2, 4, 4]
+    assert out[0][1] == "skip" and out[-1][1] == "skip"
+
+
+@pytest.mark.clause("SCL-PRF-007", "SCL-HYS-002")
+def test_deepspeed_consecutive_hysteresis_refills_on_any_clean_step() -> None:
+    out = run("deepspeed-consecutive", "xxx.x.x", init_scale=16.0, growth_interval=3,
+              min_scale=0.25)
+    assert [s for s, _ in out] == [16, 8, 4, 4, 4, 4, 4]
+
+
+@pytest.mark.clause("SCL-FLR-003")
+def test_deepspeed_raises_when_asked_to_back_off_at_the_minimum() -> None:
+    out = run("deepspeed", "xxxxx", init_scale=4.0)
+    assert out[-1] == (1.0, "raise")
+    s = LossScaler.from_profile("deepspeed", init_scale=1.0)
+    s.update(True)
+    with pytest.raises(ScaleFloorError, match="already at its minimum 1.0"):
+        s.update(True)
+    assert s.events[-1].action == "raise"
+
+
+@pytest.mark.clause("SCL-PRF-008", "SCL-HYS-001", "SCL-FLR-002")
+def test_megatron_absorbs_hysteresis_minus_one_overflows_and_clamps_quietly() -> None:
+    out = run("megatron", "xxxx..xx", init_scale=4.0, growth_interval=2)
+    assert [s for s, _ in out] == [4, 2, 1, 1, 1, 2, 2, 1]
+    assert [a for _, a in out] == ["skip", "backoff", "backoff", "clamp", "hold", "grow", "skip",
+                                   "backoff"]
+
+
+@pytest.mark.clause("SCL-ARI-001")
+def test_scale_arithmetic_rounds_as_each_framework_does() -> None:
+    # torch: float32(float64(s) * f); an fp32 multiply differs for this pair
+    s, f = np.float32(1.1), 1.3
+    torch_way = float(np.float32(np.float64(s) * np.float64(f)))
+    assert run("torch", ".", init_scale=float(s), growth_factor=f,
+               growth_interval=1)[0][0] == torch_way
+    # jmp backs off by dividing by the growth factor, not multiplying by its inverse
+    out = run("jmp", "x", init_scale=10.0, growth_factor=3.0, min_scale=1e-9)
+    assert out[0][0] == float(np.float32(10.0) / np.float32(3.0))
+    assert out[0][0] != float(np.float32(10.0) * np.float32(1 / 3.0))
+
+
+@pytest.mark.clause("SCL-GRW-005")
+def test_growth_that_would_overflow_float32_is_refused_where_the_framework_refuses_it() -> None:
+    assert run("torch", "..", init_scale=2.0**127, growth_interval=1) == [(2.0**127, "hold")] * 2
+    assert run("keras3", ".", init_scale=2.0**127, growth_interval=1) == [(float("inf"), "grow")]
+
+
+# ----------------------------------------------------------------- invariants
+class ScalerMachine(RuleBasedStateMachine):
+    """Random overflow sequences through every profile (SCL-INV-001)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scalers = {n: LossScaler.from_profile(n, **({"init_scale": 4.0})) for n in PROFILES}
+        self.raised: set[str] = set()
+        self.last_applied: dict[str, bool] = {}
+        self.last_flag = False
+
+    @rule(found_inf=st.booleans())
+    def step(self, found_inf: bool) -> None:
+        self.last_flag = found_inf
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LossScaleWarning)
+            for name, s in self.scalers.items():
+                if name in self.raised:
+                    continue
+                try:
+                    self.last_applied[name] = s.update(found_inf=found_inf)
+                except ScaleFloorError:
+                    self.raised.add(name)
+
+    @invariant()
+    def step_is_skipped_iff_it_overflowed(self) -> None:
+        for name, applied in self.last_applied.items():
+            if name not in self.raised:
+                assert applied == (not self.last_flag), name
+
+    @invariant()
+    def scale_and_counters_stay_in_range(self) -> None:
+        for name, s in self.scalers.items():
+            cfg, st_ = s.config, s.state
+            assert s.scale >= 0, name
+            if cfg.min_scale is not None and cfg.floor != "none":
+                assert s.scale >= cfg.min_scale, name
+            if cfg.refuse_inf_growth:
+                assert np.isfinite(s.scale), name
+            if cfg.max_scale is not None:
+                assert s.scale <= cfg.max_scale, name
+            assert 0 <= st_.growth_tracker <= cfg.growth_interval, name
+            assert st_.hysteresis_tracker <= cfg.hysteresis, name
+            if cfg.arith != "f64":
+                assert float(np.float32(s.scale)) == s.scale, name  # stored as float32
+
+
+@pytest.mark.clause("SCL-INV-001", "SCL-UPD-001")
+def test_invariants_hold_for_every_profile_on_random_overflow_sequences() -> None:
+    run_state_machine_as_test(ScalerMachine)
+
+
+# ----------------------------------------------------------------- object API
+@pytest.mark.clause("SCL-UNS-001")
+def test_unscale_uses_torchs_fp32_reciprocal_and_checks_the_scaled_values() -> None:
+    s = LossScaler.from_profile("torch", init_scale=3.0)
+    g = np.array([3.0, 6.0, 1e-45], np.float32)
+    out, found = s.unscale([g, None])
+    inv = np.float32(1 / np.float64(np.float32(3.0)))
+    assert out[1] is None and not found
+    assert out[0].tobytes() == (g * inv).tobytes()
+    s.update()
+    out, found = s.unscale({"w": np.array([np.inf, 1.0], np.float32)})
+    assert found and np.isinf(out["w"][0])
+    assert s.update() is False and s.scale == 1.5
+
+
+@pytest.mark.clause("SCL-OBJ-002")
+def test_misuse_is_refused_as_torch_does() -> None:
+    s = LossScaler.from_profile("torch")
+    with pytest.raises(RuntimeError, match="No inf checks were recorded prior to update"):
+        s.update()
+    s.unscale([np.ones(2, np.float32)])
+    with pytest.raises(RuntimeError,
+                       match="unscale\\(\\) has already been called for optimizer 'default'"):
+        s.unscale([np.ones(2, np.float32)])
+    with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+        s.unscale([np.ones(2, np.float16)], optimizer="other")
+    with pytest.raises(TypeError, match="floating loss"):
+        s.scale_loss(np.arange(3))
+
+
+@pytest.mark.clause("SCL-OBJ-003")
+def test_several_optimizers_and_accumulated_micro_batches_back_off_once() -> None:
+    s = LossScaler.from_profile("torch", init_scale=64.0)
+    s.unscale([np.array([np.inf], np.float32)], optimizer="enc")
+    s.unscale([np.array([np.nan], np.float32)], optimizer="dec")
+    assert s.update() is False and s.scale == 32.0 and len(s.events) == 1
+
+
+@pytest.mark.clause("SCL-OBJ-001")
+def test_scale_loss_follows_torch_promotion() -> None:
+    s = LossScaler.from_profile("torch", init_scale=2.0**16)
+    assert s.scale_loss(np.float16(2.0)).dtype == np.float32
+    assert s.scale_loss(np.float16(2.0)) == 2.0**17
+    big = s.scale_loss(np.ones(3, np.float16))
+    assert big.dtype == np.float16 and np.isinf(big).all()  # as torch: [inf, inf, inf]
+
+
+@pytest.mark.clause("SCL-STA-002", "SCL-STA-003")
+@pytest.mark.parametrize("name", list(PROFILES))
+def test_every_field_survives_state_dict_copy_and_pickle_round_trips(name: str) -> None:
+    overrides = {k: v for k, v in dict(init_scale=1024.0, growth_interval=7, min_scale=0.125,
+                                       hysteresis=3, max_scale=2.0**30, growth_factor=3.0,
+                                       backoff_factor=0.25).items()
+                 if k not in PROFILES[name].fixed}
+    if name == "jmp":
+        overrides.pop("backoff_factor", None)
+    s = LossScaler.from_profile(name, **overrides)
+    for f in ".x..x.":
+        s.update(f == "x")
+    sd = json.loads(json.dumps(s.state_dict(full=True)))
+    t = LossScaler.from_profile(name)
+    t.load_state_dict(sd)
+    assert t.config == s.config and t.state == s.state
+    assert s.state.step == 6 and s.state.last_overflow == 5
+    for clone in (copy.deepcopy(s), pickle.loads(pickle.dumps(s))):
+        assert clone.config == s.config and clone.state == s.state
+    with pytest.raises(ValueError, match="loaded into a"):
+        LossScaler.from_profile("apex" if name != "apex" else "jmp").load_state_dict(sd)
+
+
+@pytest.mark.clause("SCL-STA-001")
+def test_torch_state_dict_has_exactly_gradscalers_five_keys() -> None:
+    s = LossScaler.from_profile("torch")
+    assert set(s.state_dict()) == {"scale", "growth_factor", "backoff_factor", "growth_interval",
+                                   "_growth_tracker"}
+    with pytest.raises(ValueError, match="empty"):
+        s.load_state_dict({})
+    with pytest.raises(ValueError, match="has keys"):
+        s.load_state_dict({"scale": 1.0})
+
+
+@pytest.mark.clause("SCL-PRF-000")
+def test_profiles_and_parameters_are_validated_with_the_allowed_values() -> None:
+    with pytest.raises(ValueError,
+                       match="unknown loss-scale profile 'fairseq'; choose one of torch"):
+        LossScaler.from_profile("fairseq")
+    with pytest.raises(ValueError,
+                       match="profile 'apex' fixes the factors.*cannot override growth_factor"):
+        LossScaler.from_profile("apex", growth_factor=3.0)
+    with pytest.raises(ValueError, match="profile 'torch' has no hysteresis"):
+        LossScaler.from_profile("torch", hysteresis=2)
+    with pytest.raises(ValueError, match="unknown override 'scale_window'"):
+        LossScaler.from_profile("deepspeed", scale_window=5)
+    with pytest.raises(ValueError,
+                       match=r"growth_factor must satisfy 1.0 < growth_factor.*got 1.0"):
+        LossScaler(growth_factor=1.0)
+    with pytest.raises(ValueError,
+                       match=r"backoff_factor must satisfy 0.0 < backoff_factor < 1.0.*got 1.5"):
+        LossScaler(backoff_factor=1.5)
+    with pytest.raises(ValueError, match="growth_interval must be a positive int.*got 0"):
+        LossScaler.from_profile("torch", growth_interval=0)
+    with pytest.raises(ValueError, match="floor='raise' needs a min_scale"):
+        ScalerConfig(floor="raise")
+
+
+@pytest.mark.clause("SCL-AUD-001", "SCL-AUD-002", "SCL-UPD-002")
+def test_audit_log_exports_atomically_and_reports_skipped_steps(tmp_path: Path) -> None:
+    s = LossScaler.from_profile("torch", init_scale=8.0, growth_interval=2)
+    for f in "..xx.x..":
+        s.update(f == "x")
+    log = s.audit_log()
+    assert [e["action"] for e in log] == ["hold", "grow", "backoff", "backoff", "hold", "backoff",
+                                          "hold", "grow"]
+    assert s.skipped_steps() == [3, 4, 6]
+    assert "3 skipped (steps 3-4, 6)" in s.report()
+    s.export_audit(tmp_path / "audit.csv")
+    s.export_audit(tmp_path / "audit.json")
+    assert (tmp_path / "audit.csv").read_text().splitlines()[0].startswith("step,found_inf")
+    assert json.loads((tmp_path / "audit.json").read_text())["events"][2]["scale_after"] == 8.0
+    before = (tmp_path / "audit.json").read_text()
+    s.events.append(object())  # type: ignore[arg-type]  # makes serialisation fail midway
+    with pytest.raises(TypeError):
+        s.export_audit(tmp_path / "audit.json")
+    assert (tmp_path / "audit.json").read_text() == before  # previous file intact
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+    with pytest.raises(ValueError, match="'csv' or 'json'"):
+        s.export_audit(tmp_path / "audit.txt")
+
+
+@pytest.mark.clause("SCL-AUD-003")
+def test_warnings_name_a_collapsing_scale_and_a_run_of_overflows() -> None:
+    s = LossScaler.from_profile("torch", init_scale=1.0)
+    with pytest.warns(LossScaleWarning) as rec:
+        for _ in range(30):
+            s.update(True)
+    msgs = " ".join(str(w.message) for w in rec)
+    assert "collapsed to" in msgs and "consecutive overflowing steps" in msgs
+
+
+@pytest.mark.clause("SCL-OBJ-004")
+def test_static_scaler_never_moves_but_skips_overflowing_steps() -> None:
+    s = StaticLossScaler(128.0)
+    assert s.update(found_inf=True) is False and s.update(found_inf=False) is True
+    assert s.scale == 128.0 and [e.action for e in s.events] == ["skip", "hold"]
+    with pytest.raises(ValueError, match="scale must satisfy"):
+        StaticLossScaler(0.0)
+
+
+def test_transition_is_pure() -> None:
+    cfg = PROFILES["torch"].config
+    st0 = ampref.scaling.initial_state(cfg)
+    a = transition(cfg, st0, True)
+    b = transition(cfg, st0, True)
+    assert a == b and st0.scale == 2.0**16
+
+
+@pytest.mark.clause("SCL-STA-003")
+@pytest.mark.parametrize("field,value,err", [
+    ("scale", -1.0, "must be >= 0 and not NaN"),
+    ("scale", float("nan"), "must be >= 0 and not NaN"),
+    ("scale", float("inf"), "scale inf is unreachable"),
+    ("scale", None, "scale must be a number"),
+    ("scale", "65536", "scale must be a number"),
+    ("scale", 0.1, "not a float32 value"),
+    ("growth_tracker", -1, "growth_tracker must be an int >= 0"),
+    ("growth_tracker", 2.5, "growth_tracker must be an int"),
+    ("step", -3, "step must be an int >= 0"),
+    ("last_overflow", 99, "last_overflow must lie in"),
+    ("hysteresis_tracker", 5, "exceeds the configured hysteresis"),
+])
+def test_loading_refuses_unreachable_states_as_construction_does(
+        field: str, value: object, err: str) -> None:
+    s = LossScaler.from_profile("torch")
+    sd = s.state_dict(full=True)
+    sd["state"][field] = value
+    with pytest.raises((ValueError, TypeError), match=err):
+        LossScaler.from_profile("torch").load_state_dict(sd)
+
+
+@pytest.mark.clause("SCL-STA-003")
+def test_a_torch_dict_with_bad_values_is_refused_not_truncated() -> None:
+    s = LossScaler.from_profile("torch")
+    for key, value, err in (("growth_interval", 2.5, "growth_interval must be a positive int"),
+                            ("scale", 0.0, None), ("scale", float("nan"), "not NaN"),
+                            ("_growth_tracker", -2, "growth_tracker must be an int >= 0"),
+                            ("growth_factor", "2", "growth_factor must be a number")):
+        sd = s.state_dict()
+        sd[key] = value
+        if err is None:  # torch's scale can reach 0 by repeated backoff: reachable, loadable
+            LossScaler.from_profile("torch").load_state_dict(sd)
+            continue
+        with pytest.raises((ValueError, TypeError), match=err):
+            LossScaler.from_profile("torch").load_state_dict(sd)
+
+
+@pytest.mark.clause("SCL-STA-003")
+def test_a_missing_field_never_falls_back_to_a_default() -> None:
+    s = LossScaler.from_profile("deepspeed")
+    sd = s.state_dict()
+    del sd["config"]["hysteresis"]
+    with pytest.raises(ValueError, match=r"missing \['hysteresis'\]"):
+        LossScaler.from_profile("deepspeed").load_state_dict(sd)
+
+
+@pytest.mark.clause("SCL-STA-003", "SCL-PRF-000")
+def test_construction_refuses_scales_the_profile_cannot_hold_and_inverted_bounds() -> None:
+    with pytest.raises(ValueError, match=r"init_scale 1e\+39 becomes inf when stored as float32"):
+        LossScaler.from_profile("torch", init_scale=1e39)
+    with pytest.raises(ValueError, match=r"init_scale 1e-50 becomes 0.0"):
+        LossScaler.from_profile("torch", init_scale=1e-50)
+    with pytest.raises(ValueError, match="min_scale 8.0 exceeds max_scale 4.0"):
+        ScalerConfig(min_scale=8.0, max_scale=4.0, floor="clamp")
+    with pytest.raises(ValueError, match="growth_factor must satisfy 1.0 < growth_factor.*got 0.0"):
+        LossScaler.from_profile("jmp", growth_factor=0)
+    with pytest.raises(TypeError, match=r"use LossScaler.from_profile\('torch'\)"):
+        LossScaler("torch")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="static loss scale 1e\\+39 is outside float32's range"):
+        StaticLossScaler(1e39)
+
+
+@pytest.mark.clause("SCL-STA-003")
+def test_found_inf_must_be_a_bool_not_a_truthy_string() -> None:
+    s = LossScaler.from_profile("torch")
+    with pytest.raises(TypeError, match="found_inf must be a bool.*str: 'no'"):
+        s.update("no")  # type: ignore[arg-type]
+    assert s.update(np.bool_(False)) is True
