@@ -23,6 +23,7 @@ from .engine.tensor import Tensor, no_grad, tensor
 from .formats.cast import as_ml_dtype, decode, encode, quantize, value_table
 from .formats.rounding import RoundingMode, get_rounding
 from .formats.table import FORMATS, Encoding, Format, format_names, get_format
+from .kernels import get_kernels, set_kernels, use_kernels
 from .policy.autocast import autocast
 from .policy.policies import MixedPolicy, Policy, get_policy, load_policy
 from .scaling.scaler import LossScaler, StaticLossScaler
@@ -34,8 +35,8 @@ __version__ = "0.1.0"
 #: prefix maps its submodules too (ampref.nn.utils -> ampref.engine.nn.utils).
 OLD_PATHS = {
     "checks": "common.checks", "atomicio": "common.atomicio",
-    "rounding": "formats.rounding", "srhash": "formats.srhash", "cast": "formats.cast",
-    "castkernel": "formats.castkernel", "exactsum": "formats.exactsum",
+    "rounding": "formats.rounding", "srhash": "kernels.srhash", "cast": "formats.cast",
+    "castkernel": "kernels.encode", "exactsum": "formats.exactsum",
     "tensorcore": "accumulation.tensorcore", "gpus": "accumulation.gpus",
     "mfma": "accumulation.mfma", "blockmma": "accumulation.blockmma",
     "certified": "accumulation.certified",
@@ -110,6 +111,7 @@ __all__ = [
     "encode", "error_bound", "matmul", "tensorcore",
     "format_names", "get_format", "get_rounding", "quantize", "value_table",
     "Tensor", "tensor", "no_grad", "autocast", "Policy", "MixedPolicy", "get_policy",
-    "load_policy", "functional", "nn", "optim", "amp",
+    "load_policy", "functional", "nn", "optim", "amp", "get_kernels", "set_kernels",
+    "use_kernels",
     *FORMATS,
 ]

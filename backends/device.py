@@ -44,7 +44,7 @@ from ampref.accumulation import certified as _cert
 from ampref.formats.table import Format, get_format
 from ampref.formats.rounding import get_rounding
 from ampref.scaling.machine import ScalerConfig, ScalerState
-from ampref.formats.srhash import keys, check_seed
+from ampref.kernels.srhash import keys, check_seed
 
 from .kernelsrc import (
     ST_FOUND,

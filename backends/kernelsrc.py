@@ -17,7 +17,7 @@ import numpy as np
 from ampref.formats.table import Encoding, Format, get_format
 from ampref.formats.rounding import RoundingMode, get_rounding
 from ampref.scaling.machine import ScalerConfig, ScalerState
-from ampref.formats.srhash import keys, check_seed
+from ampref.kernels.srhash import keys, check_seed
 
 __all__ = [
     "ACTIONS",

@@ -9,7 +9,7 @@ import numpy as np
 from ampref.accumulation import models as _acc
 from ampref.accumulation import certified as _cert
 from ampref.formats.cast import quantize as _quantize
-from ampref.formats.srhash import random_bits as _random_bits
+from ampref.kernels.srhash import random_bits as _random_bits
 
 
 class NumpyBackend:

@@ -12,7 +12,7 @@ import math
 from fractions import Fraction
 
 from ampref.formats.table import Encoding, Format
-from ampref.formats.srhash import random_bits_scalar
+from ampref.kernels.srhash import random_bits_scalar
 
 NAN = "nan"
 

@@ -23,7 +23,7 @@ SOURCES = ((ROOT / "ampref", "ampref"), (ROOT / "backends", "ampref.backends"))
 #: layers only; rooms of one layer do not import each other. docs/architecture.md draws
 #: the same table.
 ROOMS = {
-    "ampref.common": 0,
+    "ampref.common": 0, "ampref.kernels": 0,
     "ampref.formats": 1,
     "ampref.accumulation": 2,
     "ampref.recipes": 3, "ampref.scaling": 3, "ampref.policy": 3,
@@ -194,7 +194,7 @@ def test_the_length_checker_sees_a_long_function_and_accepts_a_stated_reason(
 
 
 #: what the top of ampref/ holds: the rooms and the four top-level modules
-TOP = {"__init__.py", "__main__.py", "cli.py", "testing.py", "common", "formats",
+TOP = {"__init__.py", "__main__.py", "cli.py", "testing.py", "common", "kernels", "formats",
        "accumulation", "recipes", "scaling", "policy", "engine", "training", "certify"}
 
 

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from ampref.formats.cast import decode, encode, quantize, quantize_with_words
 from ampref.formats.table import Encoding, Format, get_format
 from ampref.formats.rounding import RoundingMode, get_rounding
-from ampref.formats.srhash import random_bits_at
+from ampref.kernels.srhash import random_bits_at
 
 __all__ = ["reference_quantize", "VerifyResult", "verify", "verify_block"]
 

@@ -1,6 +1,6 @@
 """A counter-based generator: the whole state is (seed, counter) (ENG-RNG-001).
 
-Draw n words = :func:`ampref.formats.srhash.random_bits` (seed, counter .. counter + n - 1),
+Draw n words = :func:`ampref.kernels.srhash.random_bits` (seed, counter .. counter + n - 1),
 then counter += n. Any backend evaluating the same integer hash draws the same numbers,
 and a checkpoint stores two integers.
 """
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ampref.formats.srhash import check_seed, random_bits
+from ampref.kernels.srhash import check_seed, random_bits
 
 __all__ = ["Generator"]
 

@@ -1,6 +1,7 @@
 """Correctly rounded casts to any :class:`~ampref.formats.table.Format`: quantize, encode, decode.
 
-The rounding itself is the integer kernel of :mod:`ampref.formats.castkernel`; this module checks
+The rounding itself is the integer encode kernel of :mod:`ampref.kernels` (NumPy
+specification or its compiled twin, whichever is active); this module checks
 and prepares the input (byte order, extended precision, ``via``, seeds), decodes codes to
 exact values and offers the public entry points. Clause IDs refer to
 ``specs/formats.md``.
@@ -14,10 +15,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .castkernel import encode_bits
+from ampref import kernels
+from ampref.kernels.srhash import check_seed
+
 from .table import FORMATS, Encoding, Format, get_format
 from .rounding import RoundingMode, get_rounding
-from .srhash import check_seed
 
 __all__ = ["as_ml_dtype", "decode", "encode", "exact_source", "quantize", "value_table"]
 
@@ -169,11 +171,11 @@ def encode(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode = "
     if not fmt.kernel:
         raise ValueError(f"{fmt.name} is a storage-only format without codes; encode "
                          f"targets one of {', '.join(FORMATS)}")
-    codes, nans = encode_bits(arr, fmt, rnd, saturate, subnormals, seed)
-    if not fmt.has_nan and nans.any():
+    codes, nans = kernels.encode_bits(arr, fmt.spec, rnd.code, saturate, subnormals, seed)
+    if nans is not None and nans.any():
         idx = int(np.flatnonzero(nans.reshape(-1))[0])
         raise ValueError(f"{fmt.name} has no NaN encoding, but input element {idx} is NaN")
-    return codes.astype(fmt.code_dtype)
+    return codes.astype(fmt.code_dtype, copy=False)
 
 
 def quantize(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode = "nearest_even",
@@ -196,7 +198,7 @@ def quantize(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode =
             rounded from its exact value and only the result is flushed.
         via: ``None`` or ``"float32"``.
         seed: required for ``"stochastic"``: random bits are a hash of
-            (seed, flat element index), see :mod:`ampref.formats.srhash`.
+            (seed, flat element index), see :mod:`ampref.kernels.srhash`.
 
     Specials (FMT-SPC-*): NaN stays NaN (quiet); ±0 keeps its sign where the format
     has -0 (FNUZ: +0; E8M0 has no zero: 0 -> NaN, and positive values below 2^-127
@@ -212,8 +214,8 @@ def quantize(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode =
     arr, fmt, rnd, seed, out_dtype = _prepare(x, fmt, rounding, via, seed)
     if not fmt.kernel:
         return arr.astype(out_dtype)  # float64 holds every float32/float64 value exactly
-    codes, nans = encode_bits(arr, fmt, rnd, saturate, subnormals, seed)
-    return _values(codes, nans, fmt).astype(out_dtype, copy=False)
+    return _quantized(arr, fmt, rnd.code, saturate, subnormals, seed, None).astype(
+        out_dtype, copy=False)
 
 
 def quantize_with_words(x: npt.NDArray[Any], fmt: str | Format, words: Any, *,
@@ -228,8 +230,8 @@ def quantize_with_words(x: npt.NDArray[Any], fmt: str | Format, words: Any, *,
     w = np.asarray(words, dtype=np.uint32)
     if w.shape != arr.shape:
         raise ValueError(f"words must have x's shape {arr.shape}, got {w.shape}")
-    codes, nans = encode_bits(arr, fmt, RoundingMode.STOCHASTIC, saturate, subnormals, None, w)
-    return _values(codes, nans, fmt).astype(arr.dtype, copy=False)
+    return _quantized(arr, fmt, RoundingMode.STOCHASTIC.code, saturate, subnormals, None,
+                      w).astype(arr.dtype, copy=False)
 
 
 def _float32_layout(fmt: Format) -> bool:
@@ -237,16 +239,22 @@ def _float32_layout(fmt: Format) -> bool:
     return fmt.encoding is Encoding.IEEE and fmt.exponent_bits == 8 and fmt.bias == 127
 
 
-def _values(codes: Any, nans: Any, fmt: Format) -> Any:
-    if fmt.bits <= 16:
-        vals = value_table(fmt)[codes.astype(np.intp)]
-    elif _float32_layout(fmt):
-        vals = (codes.astype(np.uint32) << np.uint32(23 - fmt.mantissa_bits)).view(np.float32)
-    else:
-        vals = _decode_arith(codes, fmt)
-    if not fmt.has_nan and nans.any():
+def _quantized(arr: Any, fmt: Format, rnd: int, saturate: bool, subnormals: bool,
+               seed: int | None, words: Any) -> Any:
+    """float32 values of ``arr`` rounded to ``fmt``: by code from the value table (at most
+    16 bits), the code shifted into a float32 word (float32-layout formats), else decoded
+    field by field."""
+    if fmt.bits <= 16 or _float32_layout(fmt):
+        table = value_table(fmt) if fmt.bits <= 16 else _NO_TABLE
+        return kernels.quantize_bits(arr, fmt.spec, rnd, saturate, subnormals, seed, words, table)
+    codes, nans = kernels.encode_bits(arr, fmt.spec, rnd, saturate, subnormals, seed, words)
+    vals = _decode_arith(codes, fmt)
+    if nans is not None and nans.any():
         vals = np.where(nans, np.float32(np.nan), vals)
     return vals
+
+
+_NO_TABLE = np.empty(0, np.float32)
 
 
 def as_ml_dtype(bits: npt.ArrayLike, fmt: str | Format) -> npt.NDArray[Any]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 
+from ampref.kernels.params import MODE_NAMES
+
 __all__ = ["RoundingMode", "get_rounding"]
 
 
@@ -18,7 +20,7 @@ class RoundingMode(enum.Enum):
       first step of a double rounding (Boldo & Melquiond 2008).
     * ``stochastic``: round away from zero with probability equal to the discarded
       fraction of a quantum, using counter-based random bits (see
-      :mod:`ampref.formats.srhash`).
+      :mod:`ampref.kernels.srhash`).
     """
 
     NEAREST_EVEN = "nearest_even"
@@ -28,6 +30,11 @@ class RoundingMode(enum.Enum):
     TOWARD_NEGATIVE = "toward_negative"
     ODD = "odd"
     STOCHASTIC = "stochastic"
+
+    @property
+    def code(self) -> int:
+        """The mode's int code in the kernels (:mod:`ampref.kernels.params`)."""
+        return MODE_NAMES.index(self.value)
 
 
 def get_rounding(rounding: str | RoundingMode) -> RoundingMode:

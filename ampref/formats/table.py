@@ -16,6 +16,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
+
+from ampref.kernels.params import ENCODING_NAMES, FormatSpec
 
 __all__ = ["FORMATS", "Encoding", "Format", "format_names", "get_format"]
 
@@ -38,6 +41,11 @@ class Encoding(enum.Enum):
     FNUZ = "fnuz"
     FINITE = "finite"
     FNU = "fnu"
+
+    @property
+    def code(self) -> int:
+        """The encoding's int code in the kernels (:mod:`ampref.kernels.params`)."""
+        return ENCODING_NAMES.index(self.value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,6 +129,18 @@ class Format:
     def has_subnormals(self) -> bool:
         """True if exponent field 0 encodes subnormals (False only for E8M0-like)."""
         return self.encoding is not Encoding.FNU
+
+    @cached_property
+    def spec(self) -> FormatSpec:
+        """The fields the rounding kernels read, as plain ints (:mod:`ampref.kernels`)."""
+        return FormatSpec(bits=self.bits, exponent_bits=self.exponent_bits,
+                          mantissa_bits=self.mantissa_bits, bias=self.bias,
+                          encoding=self.encoding.code, minexp=self.minexp,
+                          maxexp_value=self.maxexp_value,
+                          min_exponent_field=self.min_exponent_field, max_code=self.max_code,
+                          inf_code=-1 if self.inf_code is None else self.inf_code,
+                          nan_code=-1 if self.nan_code is None else self.nan_code,
+                          has_subnormals=self.has_subnormals)
 
     # -- layout --------------------------------------------------------------------
     @property

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from ampref.formats.cast import encode
 from ampref.formats.table import get_format
-from ampref.formats.srhash import check_seed, random_bits
+from ampref.kernels.srhash import check_seed, random_bits
 from .catalog import Profile
 
 __all__ = ["encode_elements", "stochastic_e2m1", "sr_words", "SR_BITS_PER_ELEMENT"]
@@ -46,7 +46,7 @@ def encode_elements(xs: npt.NDArray[np.float32], element: str,
 
 def sr_words(n: int, seed: int | None, random_bits_in: Any) -> npt.NDArray[np.uint32]:
     """The ceil(n/4) random words for n elements: the caller's ``random_bits`` or, from
-    ``seed``, words 0.. of :func:`ampref.formats.srhash.random_bits` (REC-SR-002).
+    ``seed``, words 0.. of :func:`ampref.kernels.srhash.random_bits` (REC-SR-002).
 
     Raises:
         ValueError: neither or both given, a bad seed, or the wrong number of words.

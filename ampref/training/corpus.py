@@ -8,7 +8,7 @@ from importlib import resources
 
 import numpy as np
 
-from ampref.formats.srhash import random_bits
+from ampref.kernels.srhash import random_bits
 from .config import TrainError
 
 __all__ = ["MAX_DATA_BYTES", "Corpus", "load_corpus"]

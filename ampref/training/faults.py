@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ampref.formats.srhash import random_bits_scalar
+from ampref.kernels.srhash import random_bits_scalar
 from ampref.engine.tensor import Tensor
 
 __all__ = ["FaultInjection"]

@@ -8,7 +8,7 @@
 // IEEE operations (no contraction: kernels are built with --fmad=false, the host with
 // -ffp-contract=off).
 //
-// The quantize recipe is the general kernel of ampref/castkernel.py (_encode_chunk) on
+// The quantize recipe is the general kernel of ampref/kernels/encode.py (_encode_chunk) on
 // float64 bit patterns: a float32 input is widened exactly (in integers) first, so one
 // code path serves both input types and every format, E8M0 included.
 #ifndef AMPREF_KERNELS_CUH

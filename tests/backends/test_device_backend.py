@@ -28,7 +28,7 @@ from ampref.formats.rounding import RoundingMode
 from ampref.scaling.scaler import LossScaler
 from ampref.scaling.machine import ScaleFloorError, initial_state, transition
 from ampref.scaling.profiles import PROFILES
-from ampref.formats.srhash import random_bits
+from ampref.kernels.srhash import random_bits
 from ampref.backends import hostbuild, kernelsrc
 from ampref.backends.device import DeviceBackend
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ampref.formats.srhash import random_bits, random_bits_at, random_bits_scalar
+from ampref.kernels.srhash import random_bits, random_bits_at, random_bits_scalar
 from ampref.testing import assert_bitwise_equal
 
 
@@ -37,7 +37,7 @@ def test_words_are_close_to_uniform() -> None:
 
 @pytest.mark.clause("FMT-SR-002")
 def test_fmix32_is_murmurhash3s_finaliser() -> None:
-    from ampref.formats.srhash import fmix32
+    from ampref.kernels.srhash import fmix32
 
     # fmix32(1) = 0x514E28B7 is MurmurHash3's published finaliser value
     assert fmix32(1) == 0x514E28B7 and fmix32(0) == 0

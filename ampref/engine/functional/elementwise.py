@@ -234,7 +234,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, *, seed: int,
     """Zero each element with probability ``p`` and scale the rest by fl32(1/(1-p)).
 
     Element i (flat, C order) is dropped when ``bits(seed, offset + i) < round(p*2^32)``
-    with the counter-based hash of :mod:`ampref.formats.srhash` (ENG-DRP-001): the same mask
+    with the counter-based hash of :mod:`ampref.kernels.srhash` (ENG-DRP-001): the same mask
     on every backend, no global RNG.
     """
     x = check_tensor(input, "dropout")

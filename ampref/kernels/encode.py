@@ -1,6 +1,8 @@
-"""The encode kernel: float32/float64 bit patterns -> codes of any format, one chunk at a
-time, in three tiers (one constant shift for the normal range, a subnormal tier, the
-general kernel for the rest). The public API is :mod:`ampref.formats.cast`.
+"""The encode kernel, NumPy specification: float32/float64 bit patterns -> codes of any
+format, one chunk at a time, in three tiers (one constant shift for the normal range, a
+subnormal tier, the general kernel for the rest). The public API is
+:mod:`ampref.formats.cast`; the compiled twin with the same signature is
+:mod:`ampref.kernels.encode_numba`, proven equal to this one bit for bit.
 
 Every step works on the unsigned-integer bit view of the source (uint32 for float32,
 uint64 for float64) with explicit masks for NaN, inf, zero, subnormal and overflow.
@@ -20,11 +22,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .table import Encoding, Format
-from .rounding import RoundingMode
+from .params import (FNU, FNUZ, IEEE, NEAREST_AWAY, NEAREST_EVEN, ODD, STOCHASTIC, TOWARD_NEGATIVE,
+                     TOWARD_POSITIVE, TOWARD_ZERO, FormatSpec, code_dtype)
 from .srhash import random_bits
 
-__all__ = ["encode_bits"]
+__all__ = ["encode_bits", "quantize_bits"]
 
 _CHUNK = 32768  # elements per kernel pass: keeps every temporary in L2 cache
 
@@ -51,7 +53,7 @@ _F64 = _Source(np.float64, np.uint64, 64, 52, 1023)
 # --------------------------------------------------------------------------------------
 # Rounding a non-negative integer significand by a right shift (FMT-RND-001..007)
 # --------------------------------------------------------------------------------------
-def _round_shift(sig: Any, d: Any, dtrue: Any, rnd: RoundingMode, neg: Any,
+def _round_shift(sig: Any, d: Any, dtrue: Any, rnd: int, neg: Any,
                  rbits: Any) -> Any:
     """round(sig / 2^d) in direction ``rnd`` for magnitudes; ``neg`` marks negative inputs.
 
@@ -60,9 +62,9 @@ def _round_shift(sig: Any, d: Any, dtrue: Any, rnd: RoundingMode, neg: Any,
     the discarded fraction of the quantum (FMT-SR-001).
     """
     one = sig.dtype.type(1)
-    if rnd is RoundingMode.TOWARD_ZERO:
+    if rnd == TOWARD_ZERO:
         return sig >> d
-    if rnd is RoundingMode.NEAREST_EVEN:
+    if rnd == NEAREST_EVEN:
         # add half-1, plus 1 if the kept part is odd: ties then carry only from odd
         t = sig >> d
         t &= one
@@ -70,16 +72,16 @@ def _round_shift(sig: Any, d: Any, dtrue: Any, rnd: RoundingMode, neg: Any,
         t += sig
         t >>= d
         return t
-    if rnd is RoundingMode.NEAREST_AWAY:
+    if rnd == NEAREST_AWAY:
         return (sig + (one << (d - one))) >> d
-    if rnd in (RoundingMode.TOWARD_POSITIVE, RoundingMode.TOWARD_NEGATIVE):
-        away = neg if rnd is RoundingMode.TOWARD_NEGATIVE else ~neg
+    if rnd in (TOWARD_POSITIVE, TOWARD_NEGATIVE):
+        away = neg if rnd == TOWARD_NEGATIVE else ~neg
         return (sig + np.where(away, (one << d) - one, sig.dtype.type(0))) >> d
     q = sig >> d
     rem = sig - (q << d)
-    if rnd is RoundingMode.ODD:
+    if rnd == ODD:
         return q | (rem != 0).astype(sig.dtype)
-    if rnd is RoundingMode.STOCHASTIC:
+    if rnd == STOCHASTIC:
         w = sig.dtype.type(32)
         left = np.where(dtrue <= w, w - np.minimum(dtrue, w), sig.dtype.type(0))
         right = np.minimum(np.maximum(dtrue, w) - w, sig.dtype.type(sig.dtype.itemsize * 8 - 1))
@@ -88,13 +90,13 @@ def _round_shift(sig: Any, d: Any, dtrue: Any, rnd: RoundingMode, neg: Any,
     raise ValueError(f"unhandled rounding mode {rnd!r}")
 
 
-def _overflow_goes_down(rnd: RoundingMode, neg: Any) -> Any:
+def _overflow_goes_down(rnd: int, neg: Any) -> Any:
     """True where the mode rounds an overflowing magnitude down to max (FMT-OVF-002)."""
-    if rnd in (RoundingMode.TOWARD_ZERO, RoundingMode.ODD):
+    if rnd in (TOWARD_ZERO, ODD):
         return np.ones_like(neg)
-    if rnd is RoundingMode.TOWARD_POSITIVE:
+    if rnd == TOWARD_POSITIVE:
         return neg
-    if rnd is RoundingMode.TOWARD_NEGATIVE:
+    if rnd == TOWARD_NEGATIVE:
         return ~neg
     return np.zeros_like(neg)
 
@@ -102,7 +104,7 @@ def _overflow_goes_down(rnd: RoundingMode, neg: Any) -> Any:
 # --------------------------------------------------------------------------------------
 # The encode kernel: source bits -> format codes, one chunk at a time
 # --------------------------------------------------------------------------------------
-def _encode_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode, sat: bool,
+def _encode_chunk(u: Any, src: _Source, fmt: FormatSpec, rnd: int, sat: bool,
                   subnormals: bool, rbits: Any) -> tuple[Any, Any]:
     """Encode one chunk. Returns (codes as src.udtype, mask of NaN inputs)."""
     # why long: one kernel: its phases (classify, normal tier, below-normal tier, overflow,
@@ -156,34 +158,35 @@ def _encode_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode, sat: boo
     if not subnormals:
         is_zero |= code < U(fmt.min_exponent_field << M)
     code = np.where(is_zero, U(0), code)
-    inf_code = fmt.max_code if sat else (fmt.inf_code or fmt.nan_code or fmt.max_code)
+    inf_code = fmt.max_code if sat else (fmt.inf_code if fmt.has_inf else
+                                          fmt.nan_code if fmt.has_nan else fmt.max_code)
     code = np.where(is_inf, U(inf_code), code)
     code = _apply_sign_and_nan(code, neg, is_zero, is_nan, fmt, U)
     return code, is_nan
 
 
-def _apply_sign_and_nan(code: Any, neg: Any, is_zero: Any, is_nan: Any, fmt: Format,
+def _apply_sign_and_nan(code: Any, neg: Any, is_zero: Any, is_nan: Any, fmt: FormatSpec,
                         U: Any) -> Any:
     """Attach the sign per the encoding and write NaN codes (FMT-SPC-001..006)."""
-    nan = U(fmt.nan_code if fmt.nan_code is not None else 0)
-    if fmt.encoding is Encoding.FNU:
+    nan = U(max(fmt.nan_code, 0))
+    if fmt.encoding == FNU:
         # unsigned: negatives and NaN -> NaN; exact zeros are caught by the caller
         return np.where(neg | is_nan, nan, code)
     signed = code | (neg.astype(U) << U(fmt.bits - 1))
-    if fmt.encoding is Encoding.FNUZ:
+    if fmt.encoding == FNUZ:
         signed = np.where(is_zero, U(0), signed)  # no negative zero
         return np.where(is_nan, nan, signed)
     nan_signed = nan | (neg.astype(U) << U(fmt.bits - 1))
     return np.where(is_nan, nan_signed, signed)
 
 
-def _fast_path_ok(src: _Source, fmt: Format) -> bool:
+def _fast_path_ok(src: _Source, fmt: FormatSpec) -> bool:
     """Formats whose in-range elements round with one constant shift (FMT-IMP-001)."""
     return (fmt.mantissa_bits >= 1 and src.mant > fmt.mantissa_bits
-            and fmt.minexp >= src.minexp and fmt.encoding is not Encoding.FNU)
+            and fmt.minexp >= src.minexp and fmt.encoding != FNU)
 
 
-def _fast_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode, rbits: Any,
+def _fast_chunk(u: Any, src: _Source, fmt: FormatSpec, rnd: int, rbits: Any,
                 subnormals: bool = True) -> tuple[Any, Any]:
     """Codes for elements inside the target's normal range, plus a mask of the rest.
 
@@ -223,17 +226,17 @@ def _fast_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode, rbits: Any
     return code, slow
 
 
-def _same_layout(src: _Source, fmt: Format) -> bool:
+def _same_layout(src: _Source, fmt: FormatSpec) -> bool:
     """Same exponent field and bias as the source (bf16, tf32 from float32)."""
     return (fmt.exponent_bits == src.width - 1 - src.mant and fmt.bias == src.bias
-            and fmt.encoding is Encoding.IEEE)
+            and fmt.encoding == IEEE)
 
 
-def _needs_sign(rnd: RoundingMode) -> bool:
-    return rnd in (RoundingMode.TOWARD_POSITIVE, RoundingMode.TOWARD_NEGATIVE)
+def _needs_sign(rnd: int) -> bool:
+    return rnd in (TOWARD_POSITIVE, TOWARD_NEGATIVE)
 
 
-def _below_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode, subnormals: bool,
+def _below_chunk(u: Any, src: _Source, fmt: FormatSpec, rnd: int, subnormals: bool,
                  rbits: Any) -> tuple[Any, Any]:
     """Codes for finite elements below the target's normal range (subnormal results).
 
@@ -253,12 +256,12 @@ def _below_chunk(u: Any, src: _Source, fmt: Format, rnd: RoundingMode, subnormal
     if not subnormals:
         code = np.where(code < U(1 << fmt.mantissa_bits), U(0), code)
     zero = code == 0
-    keep_sign = ~zero if fmt.encoding is Encoding.FNUZ else np.ones_like(zero)
+    keep_sign = ~zero if fmt.encoding == FNUZ else np.ones_like(zero)
     code |= (neg & keep_sign).astype(U) << U(fmt.bits - 1)
     return code, np.zeros_like(zero)
 
 
-def _overflow_codes(neg: Any, fmt: Format, rnd: RoundingMode, sat: bool, U: Any) -> Any:
+def _overflow_codes(neg: Any, fmt: FormatSpec, rnd: int, sat: bool, U: Any) -> Any:
     """Signed codes for finite inputs whose rounded magnitude exceeds max (FMT-OVF-*)."""
     max_code = U(fmt.max_code)
     if sat or not (fmt.has_inf or fmt.has_nan):
@@ -266,13 +269,13 @@ def _overflow_codes(neg: Any, fmt: Format, rnd: RoundingMode, sat: bool, U: Any)
     else:
         mag = np.where(_overflow_goes_down(rnd, neg), max_code,
                        U(fmt.inf_code if fmt.has_inf else fmt.nan_code))
-    if fmt.encoding is Encoding.FNUZ:
+    if fmt.encoding == FNUZ:
         return np.where(mag == U(fmt.nan_code), mag, mag | (neg.astype(U) << U(fmt.bits - 1)))
     return mag | (neg.astype(U) << U(fmt.bits - 1))
 
 
-def _finish_slow(out: Any, nans: Any, where: Any, us: Any, src: _Source, fmt: Format,
-                 rnd: RoundingMode, sat: bool, subnormals: bool, rs: Any) -> None:
+def _finish_slow(out: Any, nans: Any, where: Any, us: Any, src: _Source, fmt: FormatSpec,
+                 rnd: int, sat: bool, subnormals: bool, rs: Any) -> None:
     """Finite overflow gets its code directly; inf and NaN go to the general kernel."""
     U = src.udtype
     special = (us & U((1 << (src.width - 1)) - 1)) >= U(((1 << (src.width - 1 - src.mant)) - 1)
@@ -287,9 +290,11 @@ def _finish_slow(out: Any, nans: Any, where: Any, us: Any, src: _Source, fmt: Fo
         nans[where[special]] = is_nan
 
 
-def encode_bits(x: npt.NDArray[Any], fmt: Format, rnd: RoundingMode, sat: bool,
+def encode_bits(x: npt.NDArray[Any], fmt: FormatSpec, rnd: int, sat: bool,
                  subnormals: bool, seed: int | None, words: Any = None) -> tuple[Any, Any]:
-    """Encode all of ``x``; stochastic words come from (seed, flat index) or ``words``."""
+    """Codes of all of ``x`` and, for formats without a NaN code, the mask of NaN inputs
+    (their codes cannot say it; None for formats with a NaN code). Stochastic words come
+    from (seed, flat index) or ``words``."""
     # why long: the chunk loop of the encode kernel with its tier dispatch; the phases are
     # commented
     src = _F32 if x.dtype == np.float32 else _F64
@@ -300,14 +305,14 @@ def encode_bits(x: npt.NDArray[Any], fmt: Format, rnd: RoundingMode, sat: bool,
         with np.errstate(invalid="ignore"):  # signalling NaNs quieten; still NaN
             x, src = x.astype(np.float64), _F64
     flat = np.ascontiguousarray(x).reshape(-1).view(src.udtype)
-    out = np.empty(flat.shape, dtype=fmt.code_dtype)
+    out = np.empty(flat.shape, dtype=code_dtype(fmt))
     nans = np.zeros(flat.shape, dtype=bool)
     fast = _fast_path_ok(src, fmt)
     for start in range(0, flat.size, _CHUNK):
         u = flat[start:start + _CHUNK]
         stop = start + u.size
         rbits = None
-        if rnd is RoundingMode.STOCHASTIC:
+        if rnd == STOCHASTIC:
             rbits = (words.reshape(-1)[start:stop] if words is not None
                      else random_bits(seed, start, u.size))  # type: ignore[arg-type]
         if fast:
@@ -331,6 +336,22 @@ def encode_bits(x: npt.NDArray[Any], fmt: Format, rnd: RoundingMode, sat: bool,
         else:
             out[start:stop], nans[start:stop] = _encode_chunk(u, src, fmt, rnd, sat,
                                                               subnormals, rbits)
-    if fmt.encoding is Encoding.FNU:
+    if fmt.encoding == FNU:
         out[(flat << src.udtype(1)) == 0] = fmt.nan_code  # E8M0 has no zero: ±0 -> NaN
-    return out.reshape(x.shape), nans.reshape(x.shape)
+    return out.reshape(x.shape), None if fmt.has_nan else nans.reshape(x.shape)
+
+
+def quantize_bits(x: npt.NDArray[Any], fmt: FormatSpec, rnd: int, sat: bool, subnormals: bool,
+                  seed: int | None, words: Any, table: Any) -> npt.NDArray[np.float32]:
+    """The rounded values of ``x`` as float32: :func:`encode_bits`, then each code's value
+    from ``table`` (the format's value of every code), or, for an empty ``table``, the
+    code shifted into a float32 word (formats laid out like float32). A NaN input to a
+    format without NaN gives NaN."""
+    codes, nans = encode_bits(x, fmt, rnd, sat, subnormals, seed, words)
+    if table.size:
+        vals = table[codes.astype(np.intp)]
+    else:
+        vals = (codes.astype(np.uint32) << np.uint32(23 - fmt.mantissa_bits)).view(np.float32)
+    if nans is not None and nans.any():
+        vals = np.where(nans, np.float32(np.nan), vals)
+    return vals
