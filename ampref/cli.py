@@ -249,12 +249,30 @@ def _add_train(sub: Any) -> None:
     t.set_defaults(func=_train)
 
 
+def _add_kernels(*parsers: argparse.ArgumentParser) -> None:
+    for p in parsers:
+        p.add_argument("--kernels", choices=["compiled", "numpy"], default=None,
+                       help="kernels to run: compiled (numba; the default where installed) or "
+                            "numpy (the specification; same bits); also AMPREF_KERNELS")
+
+
+def _select_kernels(name: str | None) -> None:
+    """Apply ``--kernels`` to this process and, through AMPREF_KERNELS, its workers."""
+    if name is None:
+        return
+    from ampref.kernels import switch
+
+    switch.set_kernels(name)
+    os.environ[switch.ENV] = name
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _OneLineParser(prog="ampref", description="ampref: the AMP numerics reference")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     _add_verify(sub)
     _add_certify(sub)
     _add_train(sub)
+    _add_kernels(*(p for name, p in sub.choices.items() if name in ("train", "verify")))
     return ap
 
 
@@ -264,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "format", None) is not None:
             get_format(args.format)
+        _select_kernels(getattr(args, "kernels", None))
         return int(args.func(args))
     except (ValueError, TypeError, OSError) as e:
         print(f"ampref {args.command}: error: {e}", file=sys.stderr)

@@ -52,6 +52,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ampref import kernels
+from ampref.kernels.arrays import frozen
 from ampref.formats.exactsum import round_odd_exact
 
 __all__ = ["STATS", "Stats", "matmul_f32", "segment_sum_f32", "sum_f32"]
@@ -227,6 +229,9 @@ def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24,
     elements undecided the GEMM bound is computed after all. Either way the result is
     the exactly rounded value: the bounds only decide how much work certifying takes.
     """
+    if (xp is np and kernels.compiled() and np.ndim(a) >= 2 and np.ndim(b) >= 2
+            and np.asarray(a).dtype == np.float32 and np.asarray(b).dtype == np.float32):
+        return _matmul_compiled(a, b, precision)
     a64 = xp.asarray(a, dtype=xp.float64)
     b64 = xp.asarray(b, dtype=xp.float64)
     K = a64.shape[-1]
@@ -252,23 +257,54 @@ def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24,
         STATS.elements -= r.size  # the same elements, certified again with the GEMM bound
         with np.errstate(over="ignore", invalid="ignore"):
             out, bad = _certify(r, _tight_bound(a64, b64, qa, qb, xp), xp)
-    if bad.any():
-        idx = xp.nonzero(bad)
-        ab = xp.broadcast_to(a64, r.shape[:-1] + (K,))
-        bt = xp.broadcast_to(xp.swapaxes(b64, -1, -2), r.shape[:-2] + (r.shape[-1], K))
-        rows = ab[idx[:-2] + (idx[-2],)]
-        cols = bt[idx[:-2] + (idx[-1],)]
-        _resolve(out, bad, rows * cols, xp)
+    _resolve_gemm(out, bad, a64, b64, xp)
     return out
+
+
+def _resolve_gemm(out: Any, bad: Any, a64: Any, b64: Any, xp: Any = np) -> None:
+    """Phases 4-6 for the elements ``bad`` of a GEMM: their own terms, summed exactly."""
+    if not bad.any():
+        return
+    K = a64.shape[-1]
+    idx = xp.nonzero(bad)
+    ab = xp.broadcast_to(a64, out.shape[:-1] + (K,))
+    bt = xp.broadcast_to(xp.swapaxes(b64, -1, -2), out.shape[:-2] + (out.shape[-1], K))
+    rows = ab[idx[:-2] + (idx[-2],)]
+    cols = bt[idx[:-2] + (idx[-1],)]
+    _resolve(out, bad, rows * cols, xp)
+
+
+def _matmul_compiled(a: Any, b: Any, precision: int) -> npt.NDArray[np.float32]:
+    """:func:`matmul_f32` for float32 operands with phases 2-6 compiled
+    (:mod:`ampref.kernels.certify_numba`): the same float64 GEMM, then one fused pass
+    that certifies each element or sums it exactly in a fixed-point accumulator."""
+    from ampref.kernels import certify_numba
+
+    a_arr, b_arr = np.asarray(a), np.asarray(b)
+    a64 = np.asarray(a_arr, dtype=np.float64)
+    b64 = np.asarray(b_arr, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = np.matmul(a64, b64)
+    K = a64.shape[-1]
+    if K == 0 or r.size == 0:
+        return r.astype(np.float32)
+    M, N = r.shape[-2:]
+    lead = r.shape[:-2]
+    A = frozen(np.broadcast_to(a_arr, lead + (M, K))).reshape(-1, M, K)
+    B = frozen(np.broadcast_to(b_arr, lead + (K, N))).reshape(-1, K, N)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = certify_numba.certify_gemm(A, B, frozen(r).reshape(-1, M, N), precision)
+    STATS.elements += r.size
+    return out.reshape(r.shape)
 
 
 def sum_f32(x: npt.NDArray[Any], axis: int | tuple[int, ...] | None = None,
             keepdims: bool = False, xp: Any = np) -> npt.NDArray[np.float32]:
     """``fl32(exact sum)`` of float32-representable values over ``axis``."""
+    if xp is np and kernels.compiled() and np.asarray(x).dtype == np.float32:
+        return _sum_compiled(np.asarray(x), axis, keepdims)
     x64 = xp.asarray(x, dtype=xp.float64)
-    axes = tuple(range(x64.ndim)) if axis is None else (
-        (axis,) if isinstance(axis, int) else tuple(axis))
-    axes = tuple(ax % x64.ndim for ax in axes) if x64.ndim else ()
+    axes = _axes(x64.ndim, axis)
     n = math.prod(x64.shape[ax] for ax in axes) if axes else 1
     with np.errstate(over="ignore", invalid="ignore"):
         r = xp.sum(x64, axis=axes, keepdims=True)
@@ -289,6 +325,37 @@ def sum_f32(x: npt.NDArray[Any], axis: int | tuple[int, ...] | None = None,
     if not keepdims:
         out = out.reshape([s for i, s in enumerate(out.shape) if i not in axes])
     return xp.asarray(out, dtype=xp.float32)
+
+
+def _axes(ndim: int, axis: int | tuple[int, ...] | None) -> tuple[int, ...]:
+    axes = tuple(range(ndim)) if axis is None else (
+        (axis,) if isinstance(axis, int) else tuple(axis))
+    return tuple(ax % ndim for ax in axes) if ndim else ()
+
+
+def _sum_compiled(x: npt.NDArray[np.float32], axis: int | tuple[int, ...] | None,
+                  keepdims: bool) -> npt.NDArray[np.float32]:
+    """:func:`sum_f32` with the certify phase and the exact fallback compiled: the
+    reduced axes moved last, one float64 sum per row, then :mod:`ampref.kernels.
+    certify_numba` on the rows."""
+    from ampref.kernels import certify_numba
+
+    axes = _axes(x.ndim, axis)
+    tail = tuple(range(x.ndim - len(axes), x.ndim))
+    moved = np.moveaxis(x, axes, tail)
+    kept = moved.shape[:x.ndim - len(axes)]
+    n = math.prod(moved.shape[len(kept):])
+    rows = frozen(moved).reshape(-1, n)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # the specification's own float64 sum (same order, so the same NaN payloads)
+        r = np.sum(x.astype(np.float64), axis=axes, keepdims=True)
+        r = frozen(np.moveaxis(r, axes, tail)).reshape(-1)
+        out = certify_numba.certify_rows(rows, r)
+    STATS.elements += out.size
+    out = out.reshape(kept)
+    if keepdims:
+        out = out.reshape([1 if i in axes else s for i, s in enumerate(x.shape)])
+    return out
 
 
 def segment_sum_f32(x: npt.NDArray[Any], starts: Any, xp: Any = np) -> npt.NDArray[np.float32]:

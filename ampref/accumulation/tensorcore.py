@@ -31,7 +31,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ampref.formats.cast import quantize
+from ampref import kernels
+from ampref.kernels.arrays import frozen
+from ampref.formats.cast import quantize, value_table
+from ampref.formats.rounding import get_rounding
 from ampref.formats.exactsum import add_rounded, fma64
 from ampref.formats.table import Format, get_format
 from .gpus import (
@@ -251,6 +254,8 @@ def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
             out[i] = dot(A[i][None, :], BT, D0[i], gpu=gpu, input_format=fin, output_format=fout,
                          b_format=fb, rules=rl)
         return out
+    if kernels.compiled():
+        return _gemm_compiled(A, BT, D0, path, lim, fin, fout, fb)
     wt = np.promote_types(_work_dtype(fin), _work_dtype(fb))
     # k-major layout: every ufunc below runs over long contiguous (rows, N) slabs
     At, B = np.ascontiguousarray(A.T).astype(wt), np.ascontiguousarray(BT.T).astype(wt)
@@ -283,6 +288,34 @@ def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
         for i in starts:
             tile(i)
     return out
+
+
+def _gemm_compiled(A: npt.NDArray[Any], BT: npt.NDArray[Any], D0: npt.NDArray[Any], path: Path,
+                   lim: int | None, fin: Format, fout: Format,
+                   fb: Format) -> npt.NDArray[np.float32]:
+    """:func:`gemm` by the compiled kernel (:mod:`ampref.kernels.tensorcore_numba`): the
+    same blocks, exponents and truncations per element, the output rounding by the
+    encode kernel (ampref's rules, finite inputs; B200 FP8's late addend as one correctly
+    rounded float32 addition)."""
+    from ampref.kernels import general_numba, tensorcore_numba
+
+    acc = fout if fout.name == "float16" else (
+        ACC_E8M13 if path.out_sig_bits == 14 else get_format("float32"))
+    rnd = get_rounding("nearest_even" if fout.name == "float16" else path.out_rounding)
+    late = path.late_addend and fout.name == "float32"
+    late_rnd = get_rounding(path.late_rounding)
+    table = value_table(acc) if acc.bits <= 16 else frozen(np.empty(0, np.float32))
+    return tensorcore_numba.gemm_rows(
+        frozen(A, np.float64), frozen(BT.T, np.float64), frozen(_int_exponents(A, fin.minexp)),
+        frozen(_int_exponents(BT.T, fb.minexp)), frozen(D0, np.float64), block=path.block,
+        frac_bits=path.frac_bits,
+        lim=-16000 if lim is None else lim, e_min=min(fin.minexp + fb.minexp, -126),
+        constants=general_numba.constants(64, acc.spec, rnd.code, False, True, None),
+        shift=23 - acc.mantissa_bits, table=table, mantissa_bits=acc.mantissa_bits,
+        nearest=rnd.name == "NEAREST_EVEN",
+        late_constants=general_numba.constants(64, get_format("float32").spec, late_rnd.code,
+                                               False, True, None) if late else None,
+        late_nearest=late_rnd.name == "NEAREST_EVEN")
 
 
 def _gemm_block(a: Any, b: Any, ea: Any, eb: Any, d: npt.NDArray[Any], path: Path,

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ampref import kernels
+from ampref.kernels.threads import ENV_THREADS
 from ampref.formats.cast import decode, encode, quantize, quantize_with_words
 from ampref.formats.table import Encoding, Format, get_format
 from ampref.formats.rounding import RoundingMode, get_rounding
@@ -200,12 +202,11 @@ def verify_block(start: int, stop: int, stride: int, fmt_name: str, rounding: st
             if not fmt.has_nan else encode(x, fmt, rnd, saturate=saturate, subnormals=subnormals)
         ours = quantize(x, fmt, rnd, saturate=saturate, subnormals=subnormals) \
             if not fmt.has_nan else decode(codes, fmt)
-    ref = reference_quantize(x, fmt, rnd, saturate=saturate, subnormals=subnormals, rbits=rbits)
+    ref = _oracle(x, fmt, rnd, saturate, subnormals, rbits)
     ob, rb = ours.view(np.uint32), ref.view(np.uint32)
-    bad = (ob != rb) & ~(np.isnan(ours) & np.isnan(ref))
     res.checked = x.size
-    res.mismatches = int(bad.sum())
-    for i in np.flatnonzero(bad)[:5]:
+    res.mismatches, first = _differ(ob, rb, float_words=True)
+    for i in first:
         res.first.append(("oracle", f"{int(pats[i]):#010x}", f"{int(ob[i]):#010x}",
                           f"{int(rb[i]):#010x}"))
     peer = _peer(fmt)
@@ -216,14 +217,42 @@ def verify_block(start: int, stop: int, stride: int, fmt_name: str, rounding: st
         with np.errstate(all="ignore"):
             theirs = xs.astype(peer[1]).view(fmt.code_dtype)
         mine = codes[~excl] if fmt.has_nan else encode(xs, fmt)
-        pbad = mine != theirs
         res.peer_checked, res.peer_excluded = xs.size, int(excl.sum())
-        res.peer_mismatches = int(pbad.sum())
+        res.peer_mismatches, first = _differ(mine, theirs, float_words=False)
         pp = pats[~excl]
-        for i in np.flatnonzero(pbad)[:5]:
+        for i in first:
             res.first.append((peer[0], f"{int(pp[i]):#010x}", f"{int(mine[i]):#x}",
                               f"{int(theirs[i]):#x}"))
     return res
+
+
+def _oracle(x: npt.NDArray[np.float32], fmt: Format, rnd: RoundingMode, saturate: bool,
+            subnormals: bool, rbits: Any) -> npt.NDArray[np.float32]:
+    """The float64 oracle by the active kernels: :func:`reference_quantize`, or its
+    compiled twin (:mod:`ampref.kernels.oracle_numba`), the same formula per element."""
+    if not kernels.compiled():
+        return reference_quantize(x, fmt, rnd, saturate=saturate, subnormals=subnormals,
+                                  rbits=rbits)
+    from ampref.kernels import oracle_numba
+
+    of = oracle_numba.OracleFormat(
+        minexp=fmt.minexp, mantissa_bits=fmt.mantissa_bits, max=fmt.max,
+        has_subnormals=fmt.has_subnormals, has_inf=fmt.has_inf, has_nan=fmt.has_nan,
+        has_zero=fmt.has_zero, is_signed=fmt.is_signed, has_negative_zero=fmt.has_negative_zero)
+    return oracle_numba.reference_quantize(x, of, rnd.code, saturate=saturate,
+                                           subnormals=subnormals, rbits=rbits)
+
+
+def _differ(ours: Any, ref: Any, *, float_words: bool) -> tuple[int, Any]:
+    """Count of differing words (float32 words: two NaNs agree) and the first five."""
+    if kernels.compiled():
+        from ampref.kernels import oracle_numba
+
+        return oracle_numba.count_mismatches(ours, ref, float_words=float_words)
+    bad = ours != ref
+    if float_words:
+        bad &= ~(np.isnan(ours.view(np.float32)) & np.isnan(ref.view(np.float32)))
+    return int(bad.sum()), np.flatnonzero(bad)[:5]
 
 
 def verify(fmt: str | Format, rounding: str = "nearest_even", *, stride: int = 1,
@@ -247,10 +276,20 @@ def verify(fmt: str | Format, rounding: str = "nearest_even", *, stride: int = 1
             total.merge(verify_block(*job))
             bar.update(1)
     else:
-        with mp.get_context("spawn").Pool(workers) as pool:
-            for r in pool.imap_unordered(_run_job, jobs):
-                total.merge(r)
-                bar.update(1)
+        # each worker runs its kernels on its share of the cores (inherited at spawn)
+        share = str(max(1, (os.cpu_count() or 1) // workers))
+        saved = os.environ.get(ENV_THREADS)
+        os.environ[ENV_THREADS] = share
+        try:
+            with mp.get_context("spawn").Pool(workers) as pool:
+                for r in pool.imap_unordered(_run_job, jobs):
+                    total.merge(r)
+                    bar.update(1)
+        finally:
+            if saved is None:
+                os.environ.pop(ENV_THREADS, None)
+            else:
+                os.environ[ENV_THREADS] = saved
     bar.close()
     total.seconds = time.perf_counter() - t0
     return total

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ampref import kernels
 from ampref.backends import DeviceScaling  # type: ignore[attr-defined]  # mapped from backends/
 from ampref.scaling.scaler import LossScaler
 from .tensor import Tensor
@@ -218,13 +219,23 @@ class Adam(Optimizer):
         st = self.state[i]
         step = int(st.get("step", 0)) + 1
         st["step"] = np.array(step)
+        xp = self.params[i].backend.xp
+        m = st.get("exp_avg", xp.zeros_like(w))
+        v = st.get("exp_avg_sq", xp.zeros_like(w))
+        if xp is np and kernels.compiled() and w.dtype == g.dtype:
+            from ampref.kernels import optim_numba
+
+            k = (t(1 - self.lr * self.weight_decay), t(self.weight_decay), t(b1), t(1 - b1),
+                 t(b2), t(1 - b2), t(math.sqrt(1 - b2**step)), t(self.eps),
+                 t(self.lr / (1 - b1**step)))
+            new, st["exp_avg"], st["exp_avg_sq"] = optim_numba.adam_update(
+                w, g, m.astype(w.dtype, copy=False), v.astype(w.dtype, copy=False), k,
+                decoupled=self.decoupled, decay=bool(self.weight_decay))
+            return new
         if self.weight_decay and self.decoupled:
             w = w * t(1 - self.lr * self.weight_decay)
         elif self.weight_decay:
             g = g + t(self.weight_decay) * w
-        xp = self.params[i].backend.xp
-        m = st.get("exp_avg", xp.zeros_like(w))
-        v = st.get("exp_avg_sq", xp.zeros_like(w))
         m = t(b1) * m + t(1 - b1) * g
         v = t(b2) * v + t(1 - b2) * (g * g)
         st["exp_avg"], st["exp_avg_sq"] = m, v

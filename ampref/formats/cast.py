@@ -255,6 +255,7 @@ def _quantized(arr: Any, fmt: Format, rnd: int, saturate: bool, subnormals: bool
 
 
 _NO_TABLE = np.empty(0, np.float32)
+_NO_TABLE.setflags(write=False)  # read-only like the value tables: one compiled version
 
 
 def as_ml_dtype(bits: npt.ArrayLike, fmt: str | Format) -> npt.NDArray[Any]:

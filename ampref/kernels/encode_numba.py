@@ -21,12 +21,14 @@ import numpy.typing as npt
 
 from .params import (FNU, FNUZ, IEEE, NEAREST_AWAY, NEAREST_EVEN, ODD, STOCHASTIC,
                      TOWARD_NEGATIVE, TOWARD_POSITIVE, TOWARD_ZERO, FormatSpec, code_dtype)
+from .arrays import frozen
 from .general_numba import constants, general_range, unpack
 from .threads import run_blocks
 
 __all__ = ["encode_bits", "quantize_bits"]
 
 _NO_MASK = np.empty(0, np.bool_)
+_NO_WORDS = np.empty(0, np.uint32)
 
 
 @nb.njit(inline="always", cache=True)
@@ -73,7 +75,7 @@ def _tier_one(x: Any, f: Any, rnd: Any, one: Any, zero: Any) -> tuple[Any, bool]
     return code | sign, (not is_below) and normal > maxc
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(cache=True)
 def _fast_range(u: Any, out: Any, slow: Any, f: Any) -> None:
     """Tiers one and two over a block; one loop per common mode so that each is free of
     branches and vectorises."""
@@ -91,7 +93,7 @@ def _fast_range(u: Any, out: Any, slow: Any, f: Any) -> None:
             out[i], slow[i] = _tier_one(u[i], t, rnd, one, zero)
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(cache=True)
 def _block(u: Any, out: Any, nans: Any, slow: Any, c: Any, f: Any, words: Any, lo: int,
            hi: int) -> None:
     """Elements lo..hi-1: the first tier, then the general kernel where it flagged."""
@@ -167,15 +169,14 @@ def _prepare(x: npt.NDArray[Any], fmt: FormatSpec, rnd: int, sat: bool, subnorma
             23 if src == np.float32 else 52):
         with np.errstate(invalid="ignore"):  # the specification widens these exactly too
             x, src = x.astype(np.float64), np.dtype(np.float64)
-    u = np.ascontiguousarray(x).reshape(-1).view(np.uint32 if src == np.float32 else np.uint64)
+    u = frozen(x).reshape(-1).view(np.uint32 if src == np.float32 else np.uint64)
     out = np.empty(u.shape, dtype=code_dtype(fmt))
     # the NaN mask matters only where the format has no NaN code (see the specification)
     nans = np.empty(u.shape if fmt.nan_code < 0 else 0, dtype=np.bool_)
     bits = 32 if src == np.float32 else 64
     c = constants(bits, fmt, rnd, sat, subnormals,
                    seed if rnd == STOCHASTIC and words is None else None)
-    w = (np.ascontiguousarray(words, dtype=np.uint32).reshape(-1) if words is not None
-         else np.empty(0, np.uint32))
+    w = frozen(words if words is not None else _NO_WORDS, np.uint32).reshape(-1)
     return u, src, out, nans, c, _first_tier(bits, fmt, rnd, subnormals), w
 
 
@@ -223,7 +224,7 @@ def _values_blocks(codes: Any, nans: Any, table: Any, mant: int, no_nan: bool, v
     _values(codes, nans, table, mant, no_nan, vals, lo, hi)
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(cache=True)
 def _values(codes: Any, nans: Any, table: Any, mant: int, no_nan: bool, out: Any, lo: int,
             hi: int) -> None:
     """Each code's float32 value: from ``table``, or (empty table) the code shifted into

@@ -67,7 +67,7 @@ def _word(k1: Any, k2: Any, i: Any) -> Any:
     return _fmix32(h ^ (i >> np.uint64(32)) ^ k2)
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(cache=True)
 def _round_shift(sig: Any, d: Any, dtrue: Any, rnd: Any, neg: bool, rbits: Any,
                  width: Any) -> Any:
     """round(sig / 2^d) in direction ``rnd`` (the specification's ``_round_shift``)."""
@@ -93,7 +93,7 @@ def _round_shift(sig: Any, d: Any, dtrue: Any, rnd: Any, neg: bool, rbits: Any,
     return q + (one if frac32 > rbits else np.uint64(0))
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(cache=True)
 def encode_one(u: Any, c: Any, rbits: Any) -> tuple[Any, bool]:
     """(code, input is NaN) of one source word ``u`` (uint64) under the row ``c``."""
     # why long: the general kernel's five phases on one element, in the specification's
@@ -162,7 +162,7 @@ def unpack(c: Any) -> Any:
             c[13], c[14], c[15], c[16], c[17], c[18], c[19], c[20])
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(cache=True)
 def general_range(u: Any, out: Any, nans: Any, c: Any, words: Any, base: int,
                    only: Any) -> None:
     """The general kernel over a block whose first element has flat index ``base``

@@ -15,33 +15,46 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from typing import Any
 
-__all__ = ["MIN_PARALLEL", "run_blocks", "threads"]
+__all__ = ["ENV_THREADS", "MIN_PARALLEL", "run_blocks", "threads"]
 
-#: below this many elements one thread is faster than handing blocks to others
-MIN_PARALLEL = 1 << 17
+#: the environment variable that caps a process's kernel threads (worker processes that
+#: share the cores with siblings set it to 1)
+ENV_THREADS = "AMPREF_KERNEL_THREADS"
+
+#: below this many elements one thread is faster than handing blocks to others (waking a
+#: pool thread costs tens of microseconds on a busy machine)
+MIN_PARALLEL = 1 << 18
 
 _POOL: list[ThreadPoolExecutor] = []
 
 
+@cache
 def threads() -> int:
-    """Threads a kernel call may use (the machine's cores)."""
+    """Threads a kernel call may use: ``AMPREF_KERNEL_THREADS`` if set (a positive int),
+    else the machine's cores."""
+    env = os.environ.get(ENV_THREADS, "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
     return max(1, os.cpu_count() or 1)
 
 
 def run_blocks(kernel: Callable[..., None], n: int, *args: Any,
                min_parallel: int = MIN_PARALLEL) -> None:
     """Call ``kernel(*args, lo, hi)`` on contiguous blocks covering ``0..n``: inline when
-    ``n`` is small or the machine has one core, else one block per thread."""
+    ``n`` is small or the machine has one core, else one block per thread, the calling
+    thread taking the first block itself."""
     k = threads()
     if n < min_parallel or k == 1:
         kernel(*args, 0, n)
         return
     if not _POOL:
-        _POOL.append(ThreadPoolExecutor(k, thread_name_prefix="ampref-kernel"))
+        _POOL.append(ThreadPoolExecutor(k - 1, thread_name_prefix="ampref-kernel"))
     step = -(-n // k)
     futures = [_POOL[0].submit(kernel, *args, lo, min(n, lo + step))
-               for lo in range(0, n, step)]
+               for lo in range(step, n, step)]
+    kernel(*args, 0, min(n, step))
     for f in futures:
         f.result()

@@ -208,14 +208,16 @@ def compare(cfg: TrainConfig, modes: list[str], out: str | Path, *, progress: bo
     return rows
 
 
-_ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+_ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+               "AMPREF_KERNEL_THREADS")
 
 
 def _train_parallel(configs: list[TrainConfig], out: Path, progress: bool, report: bool,
                     jobs: int) -> list[dict[str, Any]]:
     """``train`` of each configuration in ``jobs`` spawned processes; summaries in order."""
-    # spawned workers read these when they import NumPy: one BLAS thread per worker, so
-    # that ``jobs`` workers do not oversubscribe the cores
+    # spawned workers read these when they import NumPy and run kernels: one BLAS thread
+    # and one kernel thread per worker, so that ``jobs`` workers do not oversubscribe the
+    # cores
     saved = {k: os.environ.get(k) for k in _ONE_THREAD}
     os.environ.update({k: "1" for k in _ONE_THREAD})
     try:
