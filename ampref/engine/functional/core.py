@@ -54,9 +54,9 @@ def wide_math(be: Backend, fmt: Format, f: Any, *xs: Any) -> Any:
 
     ``f(xp, *arrays)`` gets the backend's array module, so it runs where the data lives."""
     xp = be.xp
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # overflow to inf in float32 is the defined result
         r = f(xp, *(xp.asarray(x, dtype=xp.float64) for x in xs))
-    return r if fmt.wide else r.astype(xp.float32)
+        return r if fmt.wide else r.astype(xp.float32)
 
 
 def sum_to(be: Backend, g: Any, shape: tuple[int, ...]) -> Any:

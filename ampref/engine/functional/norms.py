@@ -16,7 +16,8 @@ from ampref.formats.table import Format, get_format
 from ..tensor import Tensor, round_to, storage_dtype
 from .core import F32, F64, autocast_args, autocast_inputs, check_tensor, dims_of, make, wide_math
 
-__all__ = ["layer_norm", "log_softmax", "rms_norm", "softmax"]
+__all__ = ["layer_norm", "layer_norm_stats", "log_softmax", "log_softmax_grad", "rms_norm",
+           "softmax", "softmax_grad"]
 
 
 def _shifted_exp(op: str, x: Tensor, dim: int,
@@ -49,11 +50,16 @@ def softmax(input: Tensor, dim: int, *, dtype: str | Format | None = None) -> Te
         out = round_to(be, e / s, fmt)
 
     def bwd(g: Any) -> tuple[Any]:
-        y = out.astype(storage_dtype(cf))
-        with np.errstate(all="ignore"):
-            gy = (g * y).astype(storage_dtype(cf))
-            return (y * (g - be.sum(gy, axis, True)),)
+        return (softmax_grad(be, cf, g, out, axis),)
     return make(be, out, fmt, "softmax", [x], bwd)
+
+
+def softmax_grad(be: Backend, cf: Format, g: Any, out: Any, axis: int) -> Any:
+    """softmax's input gradient from its output y: y (g - sum(fl(g y))), in ``cf``."""
+    y = out.astype(storage_dtype(cf))
+    with np.errstate(all="ignore"):
+        gy = (g * y).astype(storage_dtype(cf))
+        return y * (g - be.sum(gy, axis, True))
 
 
 def log_softmax(input: Tensor, dim: int, *, dtype: str | Format | None = None) -> Tensor:
@@ -67,10 +73,15 @@ def log_softmax(input: Tensor, dim: int, *, dtype: str | Format | None = None) -
                    fmt)
 
     def bwd(g: Any) -> tuple[Any]:
-        p = wide_math(be, cf, lambda xp, v: xp.exp(v), out)
-        with np.errstate(all="ignore"):
-            return (g - p * be.sum(g.astype(storage_dtype(cf)), axis, True),)
+        return (log_softmax_grad(be, cf, g, out, axis),)
     return make(be, out, fmt, "log_softmax", [x], bwd)
+
+
+def log_softmax_grad(be: Backend, cf: Format, g: Any, out: Any, axis: int) -> Any:
+    """log_softmax's input gradient from its output: g - fl32(exp(out)) sum(g), in ``cf``."""
+    p = wide_math(be, cf, lambda xp, v: xp.exp(v), out)
+    with np.errstate(all="ignore"):
+        return g - p * be.sum(g.astype(storage_dtype(cf)), axis, True)
 
 
 def _norm_axes(op: str, x: Tensor, normalized_shape: Any,
@@ -140,10 +151,9 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
     dt = storage_dtype(F64 if fmt.wide else F32)
     n = math.prod(x.shape[a] for a in axes)
     X = x.data.astype(dt)
+    mu, r = layer_norm_stats(be, fmt, X, axes, eps)
     with np.errstate(all="ignore"):
-        mu = be.sum(X, axes, True) / dt(n)
         d = X - mu
-        r = _rstd(be, fmt, be.sum(d * d, axes, True) / dt(n), eps)
         xhat = d * r
     out = round_to(be, _norm_affine(be, xhat, weight, bias), fmt)
 
@@ -162,6 +172,19 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
                 res.append(be.sum(G, lead))
         return tuple(res)
     return make(be, out, fmt, "layer_norm", [t for t in (x, weight, bias) if t is not None], bwd)
+
+
+def layer_norm_stats(be: Backend, fmt: Format, X: Any, axes: tuple[int, ...],
+                     eps: float) -> tuple[Any, Any]:
+    """(mu, r) of layer_norm over ``axes`` of the compute-format array ``X``:
+    mu = fl32(fl32(sum x) / n), r = fl32(1 / sqrt(fl32(var + eps))) with var the mean of
+    fl32(d * d), d = fl32(x - mu) (keepdims)."""
+    dt = X.dtype.type
+    n = math.prod(X.shape[a] for a in axes)
+    with np.errstate(all="ignore"):
+        mu = be.sum(X, axes, True) / dt(n)
+        d = X - mu
+        return mu, _rstd(be, fmt, be.sum(d * d, axes, True) / dt(n), eps)
 
 
 def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,

@@ -1,0 +1,18 @@
+"""PyTorch models on ampref's reference: ``emulate`` computes every floating aten op of an
+unmodified torch model (forward and backward) with ampref's numerics, ``shadow`` lets
+torch compute and checks every op against ampref, ``autocast`` applies ampref's autocast
+policies (torch's CUDA lists on CPU tensors, jmp strings, user TOML). Spec:
+``specs/torch.md``. Needs torch (the ``torch`` extra).
+
+Imports: torch, and every ampref room up to the engine (the ops are the engine's); not
+``training`` or ``certify``.
+"""
+
+from __future__ import annotations
+
+from .autocast import autocast
+from .modes import EXACT, UnsupportedOpError, emulate, shadow, supported_ops
+from .report import OpRecord, Report
+
+__all__ = ["EXACT", "OpRecord", "Report", "UnsupportedOpError", "autocast", "emulate", "shadow",
+           "supported_ops"]

@@ -1,0 +1,116 @@
+"""Between torch tensors and ampref: dtypes as formats, values as exact NumPy arrays.
+
+Every torch floating dtype ampref has a format for maps to it by name; values cross as
+float32 (float64 for float64) NumPy arrays, which hold every value of those formats
+exactly, so no conversion rounds. Integer and bool tensors cross as their own dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from ampref.engine.tensor import Tensor as EngineTensor
+from ampref.formats.cast import encode
+from ampref.formats.table import Format, get_format
+
+__all__ = ["FLOAT_DTYPES", "engine", "format_of", "from_numpy", "is_float", "meta", "to_numpy",
+           "to_torch"]
+
+#: torch's floating dtypes by the ampref format of the same values
+FLOAT_DTYPES: dict[torch.dtype, str] = {
+    torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+}
+for _name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+              "float8_e8m0fnu"):
+    if hasattr(torch, _name):
+        FLOAT_DTYPES[getattr(torch, _name)] = _name
+
+
+def is_float(t: Any) -> bool:
+    """True for a torch tensor of a floating dtype."""
+    return isinstance(t, torch.Tensor) and t.dtype.is_floating_point
+
+
+def format_of(dtype: torch.dtype) -> Format:
+    """The ampref format of a torch floating dtype.
+
+    Raises:
+        TypeError: a dtype ampref has no format for (complex, or a new float type).
+    """
+    try:
+        return get_format(FLOAT_DTYPES[dtype])
+    except KeyError:
+        raise TypeError(f"no ampref format for torch dtype {dtype}; known: "
+                        f"{', '.join(str(d) for d in FLOAT_DTYPES)}") from None
+
+
+def to_numpy(t: torch.Tensor) -> npt.NDArray[Any]:
+    """The values of ``t``: float32 (float64 for float64) for floating tensors, exactly;
+    the tensor's own dtype otherwise."""
+    t = t.detach()
+    if t.dtype.is_floating_point:
+        wide = t.dtype == torch.float64
+        return t.to(torch.float64 if wide else torch.float32).cpu().numpy()
+    return t.cpu().numpy()
+
+
+def _writable(arr: Any) -> Any:
+    # (ascontiguousarray would make a 0-d array 1-d; torch wants writable memory)
+    return arr if arr.flags.c_contiguous and arr.flags.writeable else arr.copy()
+
+
+def from_numpy(values: Any, dtype: torch.dtype) -> torch.Tensor:
+    """Round ``values`` (float32/float64, exact or wide results) once into ``dtype``
+    (nearest-even) and return the torch tensor. Formats narrower than float32 cross as
+    ampref's codes, so a NaN keeps ampref's NaN code (torch's own conversion would pick
+    its NaN)."""
+    arr = np.asarray(values)
+    if not dtype.is_floating_point:
+        return torch.from_numpy(_writable(arr)).to(dtype)
+    wide = arr.dtype == np.float64
+    src = arr.astype(np.float64 if wide else np.float32, copy=False)
+    if dtype in (torch.float32, torch.float64):
+        return torch.from_numpy(_writable(np.asarray(src, dtype=(
+            np.float64 if dtype == torch.float64 else np.float32))))
+    fmt = format_of(dtype)
+    with np.errstate(all="ignore"):
+        codes = encode(src, fmt)
+    ints = {8: torch.uint8, 16: torch.int16}[codes.dtype.itemsize * 8]
+    raw = codes.view(np.int16) if ints == torch.int16 else codes
+    return torch.from_numpy(_writable(raw)).view(dtype)
+
+
+def to_torch(values: Any, dtype: torch.dtype) -> torch.Tensor:
+    """A torch tensor of ``dtype`` from values already representable in it (the caller
+    rounded them): the conversion is exact."""
+    return from_numpy(values, dtype)
+
+
+def engine(t: Any, requires_grad: bool = False) -> Any:
+    """An engine tensor with the values and format of ``t`` (None and non-tensors pass)."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    if not t.dtype.is_floating_point:
+        return to_numpy(t)
+    return EngineTensor(to_numpy(t), format_of(t.dtype), requires_grad=requires_grad)
+
+
+def meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """What ``func`` returns (dtypes, shapes) computed on the meta device: no values."""
+    def to_meta(a: Any) -> Any:
+        if isinstance(a, torch.Tensor):
+            return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
+        if isinstance(a, (list, tuple)):
+            return type(a)(to_meta(x) for x in a)
+        return a
+    kw = {k: to_meta(v) for k, v in kwargs.items()}
+    if "device" in kw:  # a copy to a real device would need the values
+        kw["device"] = torch.device("meta")
+    if kw.get("pin_memory"):
+        kw["pin_memory"] = False
+    return func(*to_meta(args), **kw)

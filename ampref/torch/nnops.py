@@ -1,0 +1,243 @@
+"""aten's matmuls, convolution, reductions, losses, attention and embedding on
+ampref's engine (``specs/torch.md`` TRC-NN-*), through :mod:`ampref.torch.replay`: an
+aten-level model and the same model in ampref's engine agree wherever aten's ops are
+the engine's ops; where aten fuses differently (addmm with a 2-D bias, nll_loss's
+ignore_index, attention's logsumexp) the clause states the definition used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ampref.accumulation import certified
+from ampref.engine import functional as F
+
+from .convert import format_of, from_numpy, meta, to_numpy
+from .replay import as_torch, forward, replay
+
+__all__ = ["NN"]
+
+Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+# -- matmuls and convolution ------------------------------------------------------------
+def _mm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    out = meta(func, args, kw)
+    r = forward(lambda a, b: F.matmul(a, b, accumulation=ctx.accumulation), args[0], args[1])
+    return as_torch(r, out.dtype)
+
+
+def _addmm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    bias, m1, m2 = args[:3]
+    if kw.get("beta", 1) != 1 or kw.get("alpha", 1) != 1 or bias.ndim != 1:
+        raise NotImplementedError("ampref.torch: addmm with beta/alpha other than 1 or a "
+                                  f"{bias.ndim}-d bias has no reference definition (linear's "
+                                  "epilogue bias is 1-d)")
+    out = meta(func, args, kw)
+    r = forward(lambda b, x, w: F.linear(x, F.transpose(w, 0, 1), b,
+                                          accumulation=ctx.accumulation), bias, m1, m2)
+    return as_torch(r, out.dtype)
+
+
+def _check_conv(stride: Any, padding: Any, dilation: Any, transposed: bool, groups: int) -> None:
+    if transposed or groups != 1 or any(d != 1 for d in dilation) or len(stride) != 2:
+        raise NotImplementedError("ampref.torch: convolution is emulated for 2-d, groups=1, "
+                                  "dilation=1, not transposed (the engine's conv2d)")
+
+
+def _conv(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    x, w, b, stride, padding, dilation, transposed, _, groups = args
+    _check_conv(stride, padding, dilation, transposed, groups)
+    out = meta(func, args, kw)
+    r = forward(lambda x_, w_, b_: F.conv2d(x_, w_, b_, tuple(stride), tuple(padding),
+                                             accumulation=ctx.accumulation), x, w, b)
+    return as_torch(r, out.dtype)
+
+
+def _conv_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    g, x, w, bias_sizes, stride, padding, dilation, transposed, _, groups, mask = args
+    _check_conv(stride, padding, dilation, transposed, groups)
+    b = torch.zeros(bias_sizes, dtype=w.dtype) if bias_sizes is not None else None
+    grads = replay(lambda x_, w_, b_: F.conv2d(x_, w_, b_, tuple(stride), tuple(padding),
+                                               accumulation=ctx.accumulation),
+                   [x, w, b], [mask[0], mask[1], mask[2] and b is not None], g)
+    return tuple(grads)
+
+
+# -- reductions -----------------------------------------------------------------------
+def _sum(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    out = meta(func, args, kw)
+    dim = args[1] if len(args) > 1 else kw.get("dim")
+    keep = args[2] if len(args) > 2 else kw.get("keepdim", False)
+    dims = None if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0) else \
+        tuple(dim) if isinstance(dim, (list, tuple)) else dim
+    r = forward(lambda x: F.sum(x, dims, bool(keep), dtype=format_of(out.dtype)), args[0])
+    return as_torch(r, out.dtype)
+
+
+def _mean(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    out = meta(func, args, kw)
+    dim = args[1] if len(args) > 1 else kw.get("dim")
+    keep = args[2] if len(args) > 2 else kw.get("keepdim", False)
+    dims = None if not dim else tuple(dim) if isinstance(dim, (list, tuple)) else dim
+    r = forward(lambda x: F.mean(x, dims, bool(keep)), args[0])
+    return as_torch(r, out.dtype)
+
+
+def _norm2(t: torch.Tensor, out_dtype: torch.dtype, dim: Any = None, keep: bool = False) -> Any:
+    """2-norm: the exact sum of squares (a certified dot product), rounded to float32,
+    its square root in float64, rounded to float32, then to the output dtype."""
+    x = to_numpy(t).astype(np.float32)
+    axes = tuple(range(x.ndim)) if not dim else tuple(d % x.ndim for d in (
+        dim if isinstance(dim, (list, tuple)) else (dim,)))
+    rest = [a for a in range(x.ndim) if a not in axes]
+    rows = np.moveaxis(x, axes, tuple(range(len(rest), x.ndim))).reshape(
+        (-1, math.prod(x.shape[a] for a in axes)))
+    ss = certified.matmul_f32(rows[:, None, :], rows[:, :, None])[:, 0, 0]
+    r = np.sqrt(ss.astype(np.float64)).astype(np.float32)
+    shape = [1 if (keep and a in axes) else x.shape[a] for a in range(x.ndim)
+             if keep or a not in axes]
+    return from_numpy(r.reshape(shape), out_dtype)
+
+
+def _vector_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    ord_ = args[1] if len(args) > 1 else kw.get("ord", 2)
+    if ord_ != 2:
+        raise NotImplementedError(f"ampref.torch: linalg_vector_norm ord={ord_!r} (only 2)")
+    out = meta(func, args, kw)
+    return _norm2(args[0], out.dtype, args[2] if len(args) > 2 else kw.get("dim"),
+                  bool(args[3] if len(args) > 3 else kw.get("keepdim", False)))
+
+
+def _foreach_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    if (args[1] if len(args) > 1 else kw.get("ord", 2)) != 2:
+        raise NotImplementedError("ampref.torch: _foreach_norm is emulated for ord=2")
+    return [_norm2(t, t.dtype) for t in args[0]]
+
+
+# -- losses -----------------------------------------------------------------------------
+def _nll_rows(logp: torch.Tensor, target: torch.Tensor, ignore: int) -> tuple[Any, ...]:
+    lp = to_numpy(logp).reshape(-1, logp.shape[-1]) if logp.ndim > 1 else to_numpy(logp)[None]
+    t = to_numpy(target).reshape(-1)
+    valid = t != ignore
+    return lp, t, valid
+
+
+def _nll(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """-logp[i, t_i]; mean = fl_out(fl32(-fl32(exact sum) / n_valid)), sum likewise
+    without the division, none per row (ignored rows 0). Class weights: not emulated."""
+    logp, target, weight, reduction, ignore = args
+    if weight is not None:
+        raise NotImplementedError("ampref.torch: nll_loss with class weights")
+    out = meta(func, args, kw)
+    lp, t, valid = _nll_rows(logp, target, ignore)
+    picked = np.where(valid, lp[np.arange(t.size), np.where(valid, t, 0)], np.float32(0))
+    n = int(valid.sum())
+    if reduction == 0:
+        res = -picked
+    else:
+        s = certified.sum_f32(picked.astype(np.float32))
+        with np.errstate(all="ignore"):
+            res = -s / np.float32(n) if reduction == 1 else -s
+    return from_numpy(np.asarray(res).reshape(out[0].shape), out[0].dtype), \
+        from_numpy(np.float32(n), out[1].dtype)
+
+
+def _nll_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    g, logp, target, weight, reduction, ignore, total = args
+    lp, t, valid = _nll_rows(logp, target, ignore)
+    gv = to_numpy(g).astype(np.float32)
+    grad = np.zeros(lp.shape, np.float32)
+    rows = np.flatnonzero(valid)
+    with np.errstate(all="ignore"):
+        val = -gv.reshape(-1)[rows] if reduction == 0 else (
+            -gv.reshape(())[()] / np.float32(to_numpy(total)) if reduction == 1
+            else -gv.reshape(())[()])
+    grad[rows, t[rows]] = val
+    return from_numpy(grad.reshape(logp.shape), logp.dtype)
+
+
+def _mse(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    x, y = args[:2]
+    if (args[2] if len(args) > 2 else kw.get("reduction", 1)) != 1:
+        raise NotImplementedError("ampref.torch: mse_loss is emulated for reduction='mean'")
+    return as_torch(forward(F.mse_loss, x, y), meta(func, args, kw).dtype)
+
+
+def _mse_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    g, x, y = args[:3]
+    return replay(F.mse_loss, [x, y], [True, False], g)[0]
+
+
+# -- attention, embedding -------------------------------------------------------------
+def _sdpa_args(args: tuple[Any, ...], kw: dict[str, Any], first: int) -> tuple[Any, ...]:
+    names = ("dropout_p", "is_causal", "attn_mask", "scale")
+    vals = dict(zip(names, args[first:], strict=False))
+    vals.update({k: v for k, v in kw.items() if k in names})
+    if vals.get("dropout_p", 0.0) != 0.0 or vals.get("attn_mask") is not None:
+        raise NotImplementedError("ampref.torch: attention is emulated without dropout and "
+                                  "with is_causal for masking (no attn_mask)")
+    return bool(vals.get("is_causal", False)), vals.get("scale")
+
+
+def _sdpa(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    q, k, v = args[:3]
+    causal, scale = _sdpa_args(args, kw, 3)
+    out = meta(func, args, kw)
+    run = lambda q_, k_, v_: F.scaled_dot_product_attention(  # noqa: E731
+        q_, k_, v_, is_causal=causal, scale=scale, accumulation=ctx.accumulation)
+    y = forward(run, q, k, v)
+    # logsumexp (for torch's own backward, which emulation replaces): of the scaled scores
+    s = forward(lambda q_, k_: F.mul(F.matmul(q_, F.transpose(k_, -2, -1)), float(
+        scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))), q, k).data
+    if causal:
+        s = np.where(np.triu(np.ones(s.shape[-2:], bool), 1), -np.inf, s)
+    m = s.max(axis=-1, keepdims=True)
+    with np.errstate(all="ignore"):
+        lse = (m + np.log(np.exp((s - m).astype(np.float64)).sum(-1, keepdims=True)))[..., 0]
+    return (as_torch(y, out[0].dtype), from_numpy(lse, out[1].dtype))
+
+
+def _sdpa_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    g, q, k, v = args[:4]
+    causal, scale = _sdpa_args(args, kw, 6)
+    run = lambda q_, k_, v_: F.scaled_dot_product_attention(  # noqa: E731
+        q_, k_, v_, is_causal=causal, scale=scale, accumulation=ctx.accumulation)
+    return tuple(replay(run, [q, k, v], [True, True, True], g))
+
+
+def _embedding_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    g, ids, num, padding_idx, by_freq = args
+    if by_freq:
+        raise NotImplementedError("ampref.torch: embedding with scale_grad_by_freq")
+    w = torch.zeros((num, g.shape[-1]), dtype=g.dtype)
+    (gw,) = replay(lambda w_: F.embedding(to_numpy(ids), w_), [w], [True], g)
+    assert gw is not None  # requested above
+    if padding_idx is not None and padding_idx >= 0:
+        gw[padding_idx] = 0
+    return gw
+
+
+def _gelu_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    g, x = args[:2]
+    approx = args[2] if len(args) > 2 else kw.get("approximate", "none")
+    return replay(lambda x_: F.gelu(x_, approx), [x], [True], g)[0]
+
+
+#: aten op name (overload packet) -> handler
+NN: dict[str, Handler] = {
+    "gelu_backward": _gelu_bwd,
+    "mm": _mm, "bmm": _mm, "addmm": _addmm, "convolution": _conv,
+    "convolution_backward": _conv_bwd, "sum": _sum, "mean": _mean,
+    "linalg_vector_norm": _vector_norm, "_foreach_norm": _foreach_norm,
+    "nll_loss_forward": _nll, "nll_loss_backward": _nll_bwd,
+    "mse_loss": _mse, "mse_loss_backward": _mse_bwd,
+    "_scaled_dot_product_flash_attention_for_cpu": _sdpa,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_bwd,
+    "embedding_dense_backward": _embedding_bwd,
+}

@@ -1,0 +1,240 @@
+"""aten's pointwise ops, casts, optimizer and GradScaler ops on ampref's numerics
+(``specs/torch.md`` TRC-PWO-*).
+
+The engine's elementwise rule (ENG-RND-001) applied to aten's ops: inputs widen exactly
+to float32 (float64 for float64 outputs), + - * / are IEEE operations in that format in
+the op's formula order, exp/log/tanh/sigmoid/erf/sqrt are evaluated in float64 and
+rounded to float32, and the result is rounded once into the output dtype (nearest-even).
+Python scalars are rounded to the compute format first (weak scalars, ENG-PRM-001).
+Output dtypes and shapes are torch's own (computed on the meta device).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from scipy.special import erf
+
+from ampref.scaling.machine import ScalerConfig, ScalerState, transition
+
+from .convert import from_numpy, is_float, meta, to_numpy
+
+__all__ = ["POINTWISE"]
+
+Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+def _compute_dtype(out: Any) -> Any:
+    return np.float64 if out.dtype == torch.float64 else np.float32
+
+
+def _operands(args: tuple[Any, ...], cf: Any) -> list[Any]:
+    """Tensors as arrays of the compute format, Python numbers rounded into it."""
+    vals: list[Any] = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            v = to_numpy(a)
+            vals.append(v.astype(cf) if is_float(a) else v)
+        elif isinstance(a, (float, int)) and not isinstance(a, bool):
+            vals.append(cf(a))
+        else:
+            vals.append(a)
+    return vals
+
+
+def _wide(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Evaluate ``fn`` in float64 and round to float32 (kept in float64 for float64)."""
+    def run(*xs: Any) -> Any:
+        dt = xs[0].dtype if hasattr(xs[0], "dtype") else np.float32
+        r = fn(*(np.asarray(x, dtype=np.float64) for x in xs))
+        return r if dt == np.float64 else np.asarray(r).astype(np.float32)
+    return run
+
+
+class _Out:
+    """Output dtype and shape of a pointwise op whose tensors share one floating dtype:
+    that dtype (Python scalars are weak in torch's promotion), and the broadcast of the
+    tensor shapes (the first operand's for in-place ops). Cheaper than the meta device's
+    decompositions, which the other cases use."""
+
+    def __init__(self, tensors: list[torch.Tensor], inplace: bool) -> None:
+        self.dtype = tensors[0].dtype
+        self.shape = tuple(tensors[0].shape) if inplace else tuple(
+            torch.broadcast_shapes(*(t.shape for t in tensors)))
+
+
+def _out(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], inplace: bool) -> Any:
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if (tensors and len({t.dtype for t in tensors}) == 1 and tensors[0].dtype.is_floating_point
+            and not kwargs.get("dtype")):
+        return _Out(tensors, inplace)
+    return meta(func, args, kwargs)
+
+
+def pointwise(fn: Callable[..., Any], *, inplace: bool = False) -> Handler:
+    """A handler computing ``fn`` on the operands and rounding into torch's output."""
+    def handler(ctx: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        out = _out(func, args, kwargs, inplace)
+        cf = _compute_dtype(out)
+        vals = _operands(args, cf)
+        kw = {k: (cf(v) if isinstance(v, float) else v) for k, v in kwargs.items()}
+        with np.errstate(all="ignore"):
+            r = np.broadcast_to(fn(*vals, **kw), tuple(out.shape))
+        result = from_numpy(r, out.dtype)
+        if inplace:
+            return args[0].copy_(result)
+        return result
+    return handler
+
+
+def _add(x: Any, y: Any, alpha: Any = 1) -> Any:
+    return x + (y if alpha == 1 else alpha * y)
+
+
+def _sub(x: Any, y: Any, alpha: Any = 1) -> Any:
+    return x - (y if alpha == 1 else alpha * y)
+
+
+def _div(x: Any, y: Any, rounding_mode: str | None = None) -> Any:
+    q = x / y
+    if rounding_mode is None:
+        return q
+    return np.trunc(q) if rounding_mode == "trunc" else np.floor(q)
+
+
+def _lerp(x: Any, end: Any, weight: Any) -> Any:
+    """torch's formula: w < 0.5 ? x + w (end - x) : end - (end - x) (1 - w)."""
+    w = np.asarray(weight)
+    one = w.dtype.type(1)
+    return np.where(np.abs(w) < 0.5, x + w * (end - x), end - (end - x) * (one - w))
+
+
+def _addcmul(x: Any, t1: Any, t2: Any, value: Any = 1) -> Any:
+    return x + (t1 if value == 1 else value * t1) * t2
+
+
+def _addcdiv(x: Any, t1: Any, t2: Any, value: Any = 1) -> Any:
+    return x + (t1 if value == 1 else value * t1) / t2
+
+
+def _gelu(x: Any, approximate: str = "none") -> Any:
+    if approximate == "tanh":
+        c = math.sqrt(2.0 / math.pi)
+        return _wide(lambda v: 0.5 * v * (1.0 + np.tanh(c * (v + 0.044715 * v**3))))(x)
+    return _wide(lambda v: 0.5 * v * (1.0 + erf(v / math.sqrt(2.0))))(x)
+
+
+def _clamp(x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - aten's names
+    if min is not None:
+        x = np.where(np.isnan(x), x, np.maximum(x, min))
+    if max is not None:
+        x = np.where(np.isnan(x), x, np.minimum(x, max))
+    return x
+
+
+_FORMULAS: dict[str, Callable[..., Any]] = {
+    "add": _add, "sub": _sub, "rsub": lambda x, y, alpha=1: _sub(y, x, alpha),
+    "mul": lambda x, y: x * y, "div": _div, "neg": lambda x: -x, "abs": np.abs,
+    "reciprocal": lambda x: x.dtype.type(1) / x,
+    "exp": _wide(np.exp), "log": _wide(np.log), "tanh": _wide(np.tanh),
+    "sigmoid": _wide(lambda v: 0.5 * (1.0 + np.tanh(0.5 * v))),
+    "sqrt": _wide(np.sqrt), "rsqrt": _wide(lambda v: 1.0 / np.sqrt(v)),
+    "gelu": _gelu, "silu": _wide(lambda v: v * (0.5 * (1.0 + np.tanh(0.5 * v)))),
+    "relu": lambda x: np.where(np.isnan(x), x, np.maximum(x, x.dtype.type(0))),
+    "pow": _wide(np.power), "lerp": _lerp, "addcmul": _addcmul, "addcdiv": _addcdiv,
+    "clamp": _clamp, "clamp_min": lambda x, m: _clamp(x, min=m),
+    "clamp_max": lambda x, m: _clamp(x, max=m),
+    "maximum": np.maximum, "minimum": np.minimum, "where": lambda c, x, y: np.where(c, x, y),
+    "tanh_backward": lambda g, y: g * (y.dtype.type(1) - y * y),
+    "silu_backward": lambda g, x: g * _wide(
+        lambda v: (lambda s: s * (1.0 + v * (1.0 - s)))(0.5 * (1.0 + np.tanh(0.5 * v))))(x),
+    "sigmoid_backward": lambda g, y: g * (y * (y.dtype.type(1) - y)),
+    "threshold_backward": lambda g, x, t: np.where(x > t, g, g.dtype.type(0)),
+    "masked_fill": lambda x, m, v: np.where(m, v, x),
+}
+
+
+def _cast(ctx: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``_to_copy``/``to``: a floating result is the source's exact value rounded once to
+    the target dtype (nearest-even); anything else is torch's (no rounding)."""
+    out = meta(func, args, kwargs)
+    if not (is_float(args[0]) and out.dtype.is_floating_point):
+        return func(*args, **kwargs)
+    return from_numpy(to_numpy(args[0]), out.dtype)
+
+
+def _copy(ctx: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    dst, src = args[0], args[1]
+    if is_float(dst) and is_float(src) and dst.dtype != src.dtype:
+        src = from_numpy(to_numpy(src), dst.dtype)
+    return func(dst, src, *args[2:], **kwargs)
+
+
+def _unscale(ctx: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``_amp_foreach_non_finite_check_and_unscale_``: found_inf = 1 if any scaled value is
+    inf/NaN; each gradient becomes round(widen(g) * inv_scale) in its dtype (SCL-UNS-001)."""
+    grads, found, inv = args
+    inv32 = np.float32(to_numpy(inv).reshape(()))
+    for g in grads:
+        v = to_numpy(g)
+        if not np.isfinite(v).all():
+            found.fill_(1.0)
+        with np.errstate(all="ignore"):
+            g.copy_(from_numpy(v.astype(np.float32) * inv32, g.dtype))
+    return None
+
+
+def _update_scale(ctx: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``_amp_update_scale_``: one step of ampref's loss-scale state machine under torch's
+    profile with the given factors and interval (SCL-UPD-*); scale and growth tracker are
+    written back in place, as torch does."""
+    scale, tracker, found, growth, backoff, interval = args
+    cfg = ScalerConfig(growth_factor=float(growth), backoff_factor=float(backoff),
+                       growth_interval=int(interval))
+    st = ScalerState(scale=float(scale.item()), growth_tracker=int(tracker.item()),
+                     hysteresis_tracker=1, step=0, last_overflow=0)
+    new, _ = transition(cfg, st, bool(found.item() != 0))
+    scale.fill_(new.scale)
+    tracker.fill_(new.growth_tracker)
+    return scale
+
+
+def _foreach(single: Handler, base: Any, inplace: bool) -> Handler:
+    """``_foreach_<op>``: ``single`` on each tensor of the first list (the other operands
+    zipped when they are lists), in place (returning None, as aten) for the ``_``
+    variants."""
+    def handler(ctx: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        n = len(args[0])
+        per = [[a[i] if isinstance(a, (list, tuple)) else a for a in args] for i in range(n)]
+        outs = [single(ctx, base, tuple(p), kwargs) for p in per]
+        return None if inplace else outs
+    return handler
+
+
+def _build() -> dict[str, Handler]:
+    table: dict[str, Handler] = {}
+    for name, fn in _FORMULAS.items():
+        table[name] = pointwise(fn)
+        if hasattr(torch.ops.aten, name + "_"):
+            table[name + "_"] = pointwise(fn, inplace=True)
+    table["_to_copy"] = _cast
+    table["copy_"] = _copy
+    table["_amp_foreach_non_finite_check_and_unscale_"] = _unscale
+    table["_amp_update_scale_"] = _update_scale
+    aten = torch.ops.aten
+    for name in ("add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "sqrt", "neg",
+                 "reciprocal", "exp", "maximum", "clamp_min", "clamp_max", "abs"):
+        # the packets resolve the overload (Tensor, Scalar, List) from the operands
+        table[f"_foreach_{name}"] = _foreach(table[name], getattr(aten, name), False)
+        if hasattr(aten, name + "_"):
+            table[f"_foreach_{name}_"] = _foreach(table[name + "_"], getattr(aten, name + "_"),
+                                                  True)
+    return table
+
+
+#: aten op name (overload packet) -> handler
+POINTWISE: dict[str, Handler] = _build()

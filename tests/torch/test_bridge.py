@@ -1,0 +1,275 @@
+"""ampref.torch op by op: each emulated aten op against the engine op of the same
+definition (or a float64 oracle where the engine has none), accumulation models, the
+unsupported-op error and fallback, shadow's report on a planted hazard, and autocast on
+CPU tensors against the recorded torch autocast table (TRC-*)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ampref
+from ampref import functional as F
+from ampref.testing import assert_bitwise_equal, hard_cases
+from paths import DATA, ROOT
+
+torch = pytest.importorskip("torch")
+at = pytest.importorskip("ampref.torch")
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _values(data: st.DataObject, fmt: str, n: int = 16) -> np.ndarray:
+    vals = data.draw(st.lists(hard_cases(fmt), min_size=n, max_size=n))
+    x = ampref.quantize(np.array(vals, np.float32), fmt)
+    return np.where(np.isfinite(x) & (np.abs(x) < 1e30), x, np.float32(0.5)).astype(np.float32)
+
+
+def _emulated(fn: Any, *xs: np.ndarray, dtype: Any) -> np.ndarray:
+    ts = [torch.from_numpy(x).to(dtype) for x in xs]
+    with at.emulate(fallback="error"):
+        out = fn(*ts)
+    return out.float().numpy()
+
+
+UNARY = {"exp": (torch.exp, F.exp), "tanh": (torch.tanh, F.tanh),
+         "sigmoid": (torch.sigmoid, F.sigmoid), "relu": (torch.relu, F.relu),
+         "gelu": (torch.nn.functional.gelu, F.gelu), "neg": (torch.neg, F.neg)}
+BINARY = {"add": (torch.add, F.add), "sub": (torch.sub, F.sub), "mul": (torch.mul, F.mul),
+          "div": (torch.div, F.div)}
+
+
+@pytest.mark.clause("TRC-PWO-001")
+@settings(max_examples=60)
+@given(data=st.data())
+def test_pointwise_ops_equal_the_engine_ops_bit_for_bit(data: st.DataObject) -> None:
+    fmt = data.draw(st.sampled_from(list(DTYPES)), label="dtype")
+    name = data.draw(st.sampled_from(sorted(UNARY) + sorted(BINARY)), label="op")
+    t_fn: Any
+    e_fn: Any
+    if name in UNARY:
+        t_fn, e_fn = UNARY[name]
+        xs = [_values(data, fmt)]
+    else:
+        t_fn, e_fn = BINARY[name]
+        xs = [_values(data, fmt), _values(data, fmt)]
+    got = _emulated(t_fn, *xs, dtype=DTYPES[fmt])
+    want = e_fn(*(ampref.tensor(x, fmt) for x in xs)).numpy()
+    assert_bitwise_equal(got, want, msg=f"{name} {fmt}: ")
+
+
+@pytest.mark.clause("TRC-PWO-001")
+def test_sqrt_and_reciprocal_round_the_exact_value_once() -> None:
+    x = np.float32(np.random.default_rng(1).uniform(1e-3, 1e3, 500))
+    got_sqrt = _emulated(torch.sqrt, x, dtype=torch.float32)
+    want = np.array([np.float32(math.sqrt(float(v))) for v in x])  # float64 sqrt: safe
+    assert_bitwise_equal(got_sqrt, want)
+    assert_bitwise_equal(_emulated(torch.reciprocal, x, dtype=torch.float32),
+                         np.float32(1.0) / x)
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("model", ["exact", "tensorcore:h100", "sequential"])
+def test_matmuls_follow_the_chosen_accumulation_model(model: str) -> None:
+    rng = np.random.default_rng(2)
+    a = ampref.quantize(rng.standard_normal((9, 40)).astype(np.float32), "float16")
+    b = ampref.quantize(rng.standard_normal((40, 7)).astype(np.float32), "float16")
+    with at.emulate(accumulation=model):
+        got = torch.from_numpy(a).half() @ torch.from_numpy(b).half()
+    want = F.matmul(ampref.tensor(a, "float16"), ampref.tensor(b, "float16"),
+                    accumulation=model).numpy()
+    assert_bitwise_equal(got.float().numpy(), want, msg=f"{model}: ")
+
+
+@pytest.mark.clause("TRC-NN-001", "TRC-NN-002")
+def test_layer_norm_softmax_and_attention_equal_the_engine() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 5, 8)).astype(np.float32)
+    tx = torch.from_numpy(x)
+    with at.emulate():
+        ln = torch.nn.functional.layer_norm(tx, (8,))
+        sm = torch.softmax(tx, -1)
+        att = torch.nn.functional.scaled_dot_product_attention(tx, tx, tx, is_causal=True)
+    ex = ampref.tensor(x)
+    assert_bitwise_equal(ln.numpy(), F.layer_norm(ex, (8,)).numpy(), msg="layer_norm: ")
+    assert_bitwise_equal(sm.numpy(), F.softmax(ex, -1).numpy(), msg="softmax: ")
+    assert_bitwise_equal(att.numpy(), F.scaled_dot_product_attention(
+        ex, ex, ex, is_causal=True).numpy(), msg="attention: ")
+
+
+@pytest.mark.clause("TRC-NN-003")
+def test_cross_entropy_ignores_the_ignore_index_as_torch_does() -> None:
+    rng = np.random.default_rng(4)
+    logits = torch.from_numpy(rng.standard_normal((6, 5)).astype(np.float32))
+    target = torch.tensor([0, -1, 3, 4, -1, 1])
+    with at.emulate():
+        got = torch.nn.functional.cross_entropy(logits, target, ignore_index=-1)
+    keep = (target != -1).numpy()
+    want = F.cross_entropy(ampref.tensor(logits.numpy()[keep]), target.numpy()[keep])
+    assert_bitwise_equal(np.float32(got.item()), want.numpy())
+
+
+class Cumulative(torch.nn.Module):  # type: ignore[misc,name-defined]
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        return torch.cumsum(self.inner(x), 0)
+
+
+@pytest.mark.clause("TRC-EMU-002")
+def test_an_op_without_a_reference_names_itself_and_its_module() -> None:
+    model = torch.nn.Sequential(Cumulative())
+    with pytest.raises(at.UnsupportedOpError, match=r"cumsum.*module Sequential\.0.*fallback"):
+        with at.emulate(model):
+            model(torch.randn(3, 4))
+
+
+@pytest.mark.clause("TRC-EMU-002")
+def test_fallback_torch_computes_it_and_the_report_lists_it_as_not_emulated() -> None:
+    x = torch.randn(3, 4)
+    with at.emulate(fallback="torch") as em:
+        got = torch.cumsum(x * 2.0, 0)
+    assert torch.equal(got, torch.cumsum(x * 2.0, 0))
+    missing = em.report.not_emulated()
+    assert [r.op for r in missing] == ["cumsum"] and missing[0].calls == 1
+    assert any(r.op == "mul" and r.emulated for r in em.report.rows())
+
+
+@pytest.mark.clause("TRC-EMU-003")
+def test_bad_arguments_are_refused_with_the_choices() -> None:
+    with pytest.raises(ValueError, match="accumulation model"):
+        at.emulate(accumulation="fast")
+    with pytest.raises(ValueError, match="fallback must be 'error' or 'torch'"):
+        at.emulate(fallback="numpy")
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+        at.shadow("model")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="dtype must be a torch floating dtype"):
+        with at.autocast("cuda", "float16"):  # type: ignore[arg-type]
+            pass
+
+
+class Hazard(torch.nn.Module):  # type: ignore[misc,name-defined]
+    """A small model whose fp16 square overflows (the planted hazard)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x: Any) -> Any:
+        h = self.lin(x)
+        return (h.half() * 300.0).pow(2).float().mean()
+
+
+@pytest.mark.clause("TRC-SHD-001", "TRC-SHD-002")
+def test_shadow_puts_the_planted_fp16_overflow_first(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = Hazard()
+    with at.shadow(model) as sh:
+        model(torch.randn(16, 8) * 3).backward()
+    first = sh.report.rows()[0]
+    assert first.op == "pow" and first.module == "Hazard" and first.nonfinite_from_finite > 0
+    assert any(r.mismatches for r in sh.report.rows())  # torch's float32 GEMMs vs exact
+    r = next(r for r in sh.report.rows() if r.mismatches)
+    assert {"index", "torch", "ampref"} <= set(r.first) and "0x" in r.first["torch"]
+    sh.report.to_json(tmp_path / "shadow.json")
+    rows = json.loads((tmp_path / "shadow.json").read_text())["ops"]
+    assert rows[0]["op"] == "pow"
+    assert "| Hazard | pow |" in sh.report.table()
+    pytest.importorskip("matplotlib")
+    sh.report.plot(tmp_path / "shadow.png")
+    assert (tmp_path / "shadow.png").stat().st_size > 1000
+
+
+def _recorder() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "record_autocast_table", ROOT / "scripts" / "record_autocast_table.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.clause("TRC-AUT-001")
+def test_autocast_on_cpu_gives_torchs_recorded_cpu_autocast_dtypes() -> None:
+    rec = _recorder()
+    rows = json.loads((DATA / "autocast_torch.json").read_text())["rows"]
+    cases = rec.cases()
+    bad = []
+    for row in rows:
+        n, fn = cases[row["op"]]
+        args = [rec.t((4, 4), d, pos=row["op"] == "log") for d in row["inputs"]]
+        with at.autocast("cpu", DTYPES[row["dtype"]]):
+            try:
+                got = str(fn(*args).dtype).replace("torch.", "")
+            except (RuntimeError, TypeError) as e:
+                got = f"error: {e}"
+        if got != row["output"] and not (got.startswith("error") and
+                                         row["output"].startswith("error")):
+            bad.append((row["op"], row["dtype"], row["inputs"], row["output"], got))
+    assert not bad, f"{len(bad)} of {len(rows)} differ, first {bad[:5]}"
+
+
+@pytest.mark.clause("TRC-AUT-002")
+def test_cuda_lists_apply_to_cpu_tensors() -> None:
+    x, w = torch.randn(4, 8), torch.randn(3, 8)
+    with at.autocast("cuda", torch.float16):
+        lin = torch.nn.functional.linear(x, w)
+        sm = torch.softmax(x.half(), -1)
+        ex = torch.exp(x.half())
+    assert (lin.dtype, sm.dtype, ex.dtype) == (torch.float16, torch.float32, torch.float32)
+
+
+@pytest.mark.clause("TRC-AUT-002")
+def test_autocast_casts_a_weight_once_per_region() -> None:
+    lin = torch.nn.Linear(8, 8)
+    x = torch.randn(2, 8)
+    with at.emulate() as em, at.autocast("cuda", torch.float16):
+        lin(x)
+        lin(x)
+    casts = sum(r.calls for r in em.report.rows() if r.op == "_to_copy")
+    assert casts == 2 + 2  # weight and bias once (cached), the input once per call
+
+
+@pytest.mark.clause("TRC-NRM-002")
+def test_backward_ops_return_the_engines_gradients() -> None:
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    w, b = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    g = rng.standard_normal((4, 6)).astype(np.float32)
+    tx, tw, tb = (torch.from_numpy(v).requires_grad_() for v in (x, w, b))
+    with at.emulate():
+        torch.nn.functional.layer_norm(tx, (6,), tw, tb).backward(torch.from_numpy(g))
+    ex, ew, eb = (ampref.tensor(v, requires_grad=True) for v in (x, w, b))
+    F.layer_norm(ex, (6,), ew, eb).backward(g)
+    for t, e in ((tx, ex), (tw, ew), (tb, eb)):
+        assert_bitwise_equal(t.grad.numpy(), np.asarray(e.grad))
+
+
+@pytest.mark.clause("TRC-NRM-002")
+def test_a_backward_whose_forward_ran_outside_is_refused() -> None:
+    x = torch.randn(3, 6, requires_grad=True)
+    y = torch.nn.functional.layer_norm(x, (6,))
+    with pytest.raises(at.UnsupportedOpError, match="eps is unknown"):
+        with at.emulate():
+            y.sum().backward()
+
+
+@pytest.mark.clause("TRC-PWO-002")
+def test_unscaling_flags_an_inf_and_scales_by_the_float32_inverse() -> None:
+    grads = [torch.tensor([2.0, 4.0]), torch.tensor([float("inf"), 1.0])]
+    found, inv = torch.zeros(()), torch.tensor(1.0 / 3.0)
+    with at.emulate():
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inv)
+    assert found.item() == 1.0
+    want = np.float32([2.0, 4.0]) * np.float32(1.0 / 3.0)
+    assert_bitwise_equal(grads[0].numpy(), want)
