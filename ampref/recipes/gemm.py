@@ -112,12 +112,23 @@ def matmul(qa: Quantized, qb: Quantized, *, accumulation: str = "exact") -> npt.
     # tensor-core models take bf16 (a value outside bf16's range is refused, named)
     fin = "bfloat16" if accumulation.startswith("tensorcore:") else "float32"
     y = acc_matmul(da, db.T, input_format=fin, accumulation=accumulation)
-    if qa.global_scale is None or qb.global_scale is None:
+    return _times_alpha(y, qa, qb)
+
+
+def _times_alpha(y: npt.NDArray[np.float32], qa: Quantized,
+                 qb: Quantized) -> npt.NDArray[np.float32]:
+    """y_ij * alpha_ij with alpha_ij = fl32(g_a[i] g_b[j]) (REC-GEM-002): a row-scaled
+    operand's global scales run along its own rows (A: output rows, B: output columns), a
+    per-tensor one is a scalar, and an operand without a global scale contributes 1."""
+    if qa.global_scale is None and qb.global_scale is None:
         return y
-    ga, gb = np.asarray(qa.global_scale, np.float32), np.asarray(qb.global_scale, np.float32)
-    alpha = (ga.reshape(-1, 1) if ga.ndim else ga) * (gb.reshape(1, -1) if gb.ndim else gb)
+    ga, gb = (np.float32(1.0) if q.global_scale is None else
+              np.asarray(q.global_scale, np.float32) for q in (qa, qb))
+    ga = ga.reshape(-1, 1) if np.ndim(ga) else ga
+    gb = gb.reshape(1, -1) if np.ndim(gb) else gb
     with np.errstate(over="ignore", invalid="ignore"):
-        return (y * alpha.astype(np.float32)).astype(np.float32)
+        alpha = np.asarray(ga * gb, np.float32)  # one float32 rounding of the product
+        return (y * alpha).astype(np.float32)
 
 
 def _row_scales(q: Quantized) -> npt.NDArray[np.float64]:
@@ -149,11 +160,7 @@ def _block_scaled(qa: Quantized, qb: Quantized, gpu: str) -> npt.NDArray[np.floa
             ea[i:i + rows, None, :], eb[None, :, :], None, sa[i:i + rows, None, :],
             sb[None, :, :], gpu=gpu, kind=kind, a_format=qa.element, b_format=qb.element,
             scale_format=get_recipe(qa.recipe).scale_format)
-    if qa.global_scale is None or qb.global_scale is None:
-        return y
-    alpha = np.float32(qa.global_scale) * np.float32(qb.global_scale)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return (y * np.float32(alpha)).astype(np.float32)
+    return _times_alpha(y, qa, qb)
 
 
 def _decoded(q: Quantized) -> npt.NDArray[np.float32]:
