@@ -16,8 +16,9 @@ from ampref.formats.table import get_format
 from ampref.testing import assert_bitwise_equal
 from oracle import round_value
 
-KINDS = {"row": ("te", {"row_scaled": True}), "tensor": ("te", {}),
-         "none": ("torchao", {"per_tensor_scale": False})}
+KINDS: dict[str, tuple[str, dict[str, Any]]] = {
+    "row": ("te", {"row_scaled": True}), "tensor": ("te", {}),
+    "none": ("torchao", {"per_tensor_scale": False})}
 
 
 def _operand(rows: int, kind: str, seed: int) -> Any:

@@ -271,5 +271,5 @@ def test_unscaling_flags_an_inf_and_scales_by_the_float32_inverse() -> None:
     with at.emulate():
         torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inv)
     assert found.item() == 1.0
-    want = np.float32([2.0, 4.0]) * np.float32(1.0 / 3.0)
+    want = np.array([2.0, 4.0], np.float32) * np.float32(1.0 / 3.0)
     assert_bitwise_equal(grads[0].numpy(), want)
