@@ -24,6 +24,7 @@ from .convert import FLOAT_DTYPES, is_float, meta, to_numpy
 from .nnops import NN
 from .normops import NORMS
 from .pointwise import POINTWISE
+from .recipes import RecipeLinears
 from .report import OpRecord, Report
 
 __all__ = ["EXACT", "HANDLERS", "UnsupportedOpError", "emulate", "shadow", "supported_ops"]
@@ -149,23 +150,40 @@ class emulate(_Base):  # noqa: N801 - used as a context manager, like torch.auto
 
     Every floating aten op inside (forward and backward) is computed by ampref
     (:func:`supported_ops`); ops without rounding run in torch. ``accumulation`` names
-    the matmul/convolution model (``exact``, ``tensorcore:h100``, ...). An op without a
+    the matmul/convolution model (``exact``, ``tensorcore:h100``, ...). ``recipe`` (one
+    of ``ampref.recipes.roles.GEMM_RECIPES``: fp8-delayed, fp8-current, fp8-block, mxfp8,
+    nvfp4) runs every ``F.linear`` as the engine's recipe linear with ``recipe_profile``
+    (``te`` or ``torchao``) and stochastic-rounding seeds from ``seed``. An op without a
     reference raises :class:`UnsupportedOpError` naming it and the module, unless
     ``fallback="torch"``: then torch computes it and ``report`` lists it as not emulated.
 
     Raises:
-        ValueError: unknown accumulation model or fallback (choices named).
+        ValueError: unknown accumulation model, fallback, recipe or recipe profile
+            (choices named).
         TypeError: a model that is not an ``nn.Module``.
     """
 
     kind = "emulate"
 
     def __init__(self, model: torch.nn.Module | None = None, *, accumulation: str = "exact",
-                 fallback: str = "error") -> None:
+                 fallback: str = "error", recipe: str | None = None,
+                 recipe_profile: str = "te", seed: int = 0) -> None:
         super().__init__(model, accumulation=accumulation)
         if fallback not in ("error", "torch"):
             raise ValueError(f"fallback must be 'error' or 'torch', got {fallback!r}")
         self.fallback = fallback
+        self.linears = None if recipe is None else RecipeLinears(recipe, recipe_profile,
+                                                                 accumulation, seed)
+
+    def __enter__(self) -> Any:
+        if self.linears is not None:
+            self.linears.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        if self.linears is not None:
+            self.linears.__exit__(*exc)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
