@@ -173,6 +173,16 @@ def arrays(fmt: str | Format, shape: int | tuple[int, ...], *, dtype: Any = np.f
         fmt, allow_nan=allow_nan, allow_infinity=allow_infinity))
 
 
+def _near(dt: np.dtype[Any], v: float, steps: int) -> float:
+    """``v`` in ``dt``, moved ``steps`` representable neighbours up (or down if negative)."""
+    with np.errstate(over="ignore"):  # a landmark beyond the dtype's range is inf
+        x = dt.type(v)
+        direction = dt.type(np.inf) if steps > 0 else dt.type(-np.inf)
+        for _ in range(abs(steps)):
+            x = np.nextafter(x, direction)
+    return float(x)
+
+
 def hard_cases(fmt: str | Format, *, dtype: Any = np.float32) -> Any:
     """Strategy of inputs that stress a cast to ``fmt`` (in float32 or float64)."""
     st = _st()
@@ -182,13 +192,7 @@ def hard_cases(fmt: str | Format, *, dtype: Any = np.float32) -> Any:
         raise ValueError(f"hard_cases dtype must be float32 or float64, got {dt}")
 
     def near(v: float, steps: int) -> float:
-        with np.errstate(over="ignore"):  # a landmark beyond the dtype's range is inf
-            x = dt.type(v)
-        direction = dt.type(np.inf) if steps > 0 else dt.type(-np.inf)
-        with np.errstate(over="ignore"):
-            for _ in range(abs(steps)):
-                x = np.nextafter(x, direction)
-        return float(x)
+        return _near(dt, v, steps)
 
     rep = representable(fmt)
 
