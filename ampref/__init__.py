@@ -19,7 +19,12 @@ from types import ModuleType
 from . import accumulation, recipes, scaling
 from .accumulation import error_bound, matmul, tensorcore
 from .engine import amp, functional, nn, optim
-from .engine.tensor import Tensor, no_grad, tensor
+from .engine.creation import (Generator, arange, full, initial_seed, manual_seed, ones,
+                              ones_like, rand, randint, randn, tensor, zeros, zeros_like)
+from .engine.functional import concat as cat
+from .engine.indices import IndexTensor
+from .engine.serialization import load, save
+from .engine.tensor import Tensor, no_grad
 from .formats.cast import as_ml_dtype, decode, encode, quantize, value_table
 from .formats.rounding import RoundingMode, get_rounding
 from .formats.table import FORMATS, Encoding, Format, format_names, get_format
@@ -104,13 +109,18 @@ float8_e8m0fnu = FORMATS["float8_e8m0fnu"]
 float6_e2m3fn = FORMATS["float6_e2m3fn"]
 float6_e3m2fn = FORMATS["float6_e3m2fn"]
 float4_e2m1fn = FORMATS["float4_e2m1fn"]
+#: torch's integer dtype names: ``ampref.tensor(x, dtype=ampref.long)`` keeps x integer
+int64 = long = "int64"
 
 __all__ = [
     "FORMATS", "Encoding", "Format", "LossScaler", "RoundingMode", "StaticLossScaler",
     "recipes", "scaling", "accumulation", "as_ml_dtype", "decode",
     "encode", "error_bound", "matmul", "tensorcore",
     "format_names", "get_format", "get_rounding", "quantize", "value_table",
-    "Tensor", "tensor", "no_grad", "autocast", "Policy", "MixedPolicy", "get_policy",
+    "Tensor", "tensor", "no_grad", "IndexTensor", "Generator", "manual_seed", "initial_seed",
+    "rand", "randn", "randint", "zeros", "ones", "full", "arange", "zeros_like", "ones_like",
+    "save", "load", "cat", "int64", "long",
+    "autocast", "Policy", "MixedPolicy", "get_policy",
     "load_policy", "functional", "nn", "optim", "amp", "get_kernels", "set_kernels",
     "use_kernels",
     *FORMATS,

@@ -24,7 +24,8 @@ from ampref import nn, optim
 def main(argv: list[str] | None = None) -> dict[str, object]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=24)
-    ap.add_argument("--plant", default="5,6,13", help="steps whose gradients get an inf")
+    ap.add_argument("--plant", default="5,6,13",
+                    help="loop steps (from 0) whose gradients get an inf; step k is update k+1")
     ap.add_argument("--json", default=None, help="write the trajectory here")
     args = ap.parse_args(argv)
     planted = {int(s) for s in args.plant.split(",") if s}
@@ -57,7 +58,10 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
 
     result = {"scales": scales, "skipped": skipped, "losses": losses,
               "init_scale": 2.0**10, "growth_interval": 4, "planted": sorted(planted)}
-    print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; skipped steps {skipped}; "
+    # one numbering on screen: the scaler's, whose updates count from 1 (the loop's
+    # index `step`, used by --plant and the JSON, counts from 0)
+    print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; skipped updates "
+          f"{[s + 1 for s in skipped]} (numbered from 1, as in the report below); "
           f"scale {scales[0]:g} -> {scales[-1]:g}")
     print(scaler.loss_scaler.report())
     if args.json:

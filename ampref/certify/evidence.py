@@ -34,6 +34,10 @@ INDEPENDENCE = ("Reference results do not depend on BLAS, threads or the machine
                 "TRN-DAT-001); the determinism section below checks it on this machine.")
 
 
+#: the installed ``ampref`` package folder (this module is ampref/certify/evidence.py)
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
 def find_source(given: str | Path | None) -> Path:
     """The folder with ``specs/`` and ``tests/``: ``given``, else the checkout this
     package runs from.
@@ -41,7 +45,7 @@ def find_source(given: str | Path | None) -> Path:
     Raises:
         ValueError: no such folder (an installed wheel has no tests: pass --source).
     """
-    root = Path(given) if given is not None else Path(__file__).resolve().parents[1]
+    root = Path(given) if given is not None else PACKAGE.parent
     if not (root / "specs").is_dir() or not (root / "tests").is_dir():
         raise ValueError(f"{str(root)!r} holds no specs/ and tests/; certify needs a checkout "
                          f"or unpacked sdist of ampref: pass --source DIR")
@@ -56,7 +60,7 @@ def identification(source: Path) -> dict[str, Any]:
     """Section 1: version, commit, SHA-256 of every installed file, environment."""
     import ml_dtypes
     import numpy as np
-    pkg = Path(__file__).resolve().parent
+    pkg = PACKAGE
     files = {str(p.relative_to(pkg.parent)): _sha256(p) for p in sorted(pkg.rglob("*"))
              if p.is_file() and "__pycache__" not in p.parts}
     commit = ""

@@ -19,13 +19,28 @@ __all__ = ["Generator"]
 
 
 class Generator:
-    """Reproducible random numbers from (seed, counter)."""
+    """Reproducible random numbers from (seed, counter).
 
-    def __init__(self, seed: int, counter: int = 0) -> None:
+    torch's names work too: ``Generator().manual_seed(7)`` restarts it at seed 7 and
+    returns it; ``initial_seed()`` is the seed. Seeds are ints in [0, 2^64).
+    """
+
+    def __init__(self, seed: int = 0, counter: int = 0) -> None:
         self.seed = check_seed(seed)
-        if not isinstance(counter, int) or counter < 0:
-            raise ValueError(f"counter must be a non-negative int, got {counter!r}")
-        self.counter = counter
+        self.counter = _check_counter(counter)
+
+    def manual_seed(self, seed: int) -> Generator:
+        """Restart at ``seed`` (counter 0); returns the generator, as torch's does."""
+        self.seed, self.counter = check_seed(seed), 0
+        return self
+
+    def initial_seed(self) -> int:
+        return self.seed
+
+    def draw_seed(self) -> int:
+        """A fresh 64-bit seed from the next two words (for a module's own stream)."""
+        lo, hi = (int(w) for w in self.bits(2))
+        return lo | (hi << 32)
 
     def bits(self, n: int) -> npt.NDArray[np.uint32]:
         out = random_bits(self.seed, self.counter, n)
@@ -62,5 +77,16 @@ class Generator:
         return {"seed": self.seed, "counter": self.counter}
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
-        self.seed = check_seed(int(sd["seed"]))
-        self.counter = int(sd["counter"])
+        """Restore (seed, counter), checked as strictly as the constructor checks them."""
+        if not isinstance(sd, dict) or set(sd) != {"seed", "counter"}:
+            raise ValueError(f"a Generator state is a dict with keys 'seed' and 'counter', "
+                             f"got {sd!r}")
+        seed, counter = check_seed(sd["seed"]), _check_counter(sd["counter"])
+        self.seed, self.counter = seed, counter
+
+
+def _check_counter(counter: Any) -> int:
+    if isinstance(counter, (bool, np.bool_)) or not isinstance(counter, (int, np.integer)) \
+            or counter < 0:
+        raise ValueError(f"counter must be a non-negative int, got {counter!r}")
+    return int(counter)

@@ -24,10 +24,11 @@ import numpy as np
 
 from ampref import backends  # type: ignore[attr-defined]  # mapped from backends/ (pyproject)
 
-from ampref.formats.cast import exact_source
-from ampref.formats.table import FORMATS, Format, get_format
+from ampref.formats.table import FORMATS, Format
 
-__all__ = ["Node", "Tensor", "is_grad_enabled", "no_grad", "round_to", "storage_dtype", "tensor"]
+from . import methods
+
+__all__ = ["Node", "Tensor", "is_grad_enabled", "no_grad", "round_to", "storage_dtype"]
 
 FLOAT32 = FORMATS["float32"]
 
@@ -159,10 +160,6 @@ class Tensor:
         return int(self.data.ndim)
 
     @property
-    def size(self) -> int:
-        return int(self.data.size)
-
-    @property
     def is_leaf(self) -> bool:
         return self.node is None
 
@@ -176,7 +173,7 @@ class Tensor:
         Raises:
             ValueError: the tensor has more than one element (its shape named).
         """
-        if self.size != 1:
+        if self.numel() != 1:
             raise ValueError(f"item() needs a one-element tensor, got shape {self.shape}")
         return float(self.backend.to_numpy(self.data).reshape(-1)[0])
 
@@ -196,6 +193,34 @@ class Tensor:
     def __len__(self) -> int:
         return int(self.shape[0])
 
+    # -- torch's methods for scripts (ampref.engine.methods: each one op or shape query) --
+    size = methods.size
+    numel = methods.numel
+    dim = methods.dim
+    dtype = property(methods.dtype)
+    float = methods.float
+    half = methods.half
+    bfloat16 = methods.bfloat16
+    double = methods.double
+    view = methods.view
+    flatten = methods.flatten
+    unsqueeze = methods.unsqueeze
+    squeeze = methods.squeeze
+    clone = methods.clone
+    contiguous = methods.contiguous
+    cpu = methods.cpu
+    requires_grad_ = methods.requires_grad_
+    sigmoid = methods.sigmoid
+    softmax = methods.softmax
+    log_softmax = methods.log_softmax
+    pow = methods.pow
+    masked_fill = methods.masked_fill
+    argmax = methods.argmax
+    argmin = methods.argmin
+    tolist = methods.tolist
+    split = methods.split
+    chunk = methods.chunk
+
     # -- autograd ------------------------------------------------------------------------
     def backward(self, grad: Any = None) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (ENG-BWD-*).
@@ -214,7 +239,7 @@ class Tensor:
                                "(no input had requires_grad=True, or it was made under no_grad)")
         be = self.backend
         if grad is None:
-            if self.size != 1:
+            if self.numel() != 1:
                 raise RuntimeError(f"grad can be implicit only for one-element outputs; "
                                    f"this one has shape {self.shape}")
             g0 = be.xp.ones(self.shape, dtype=storage_dtype(self.format))
@@ -355,27 +380,12 @@ def _topological(root: Tensor) -> list[Tensor]:
     return post
 
 
-def tensor(data: Any, format: str | Format = "float32", requires_grad: bool = False,
-           backend: str | Any = "numpy", *, rounding: str = "nearest_even",
-           name: str | None = None) -> Tensor:
-    """A leaf tensor of ``format`` holding ``data`` rounded to it (nearest-even by default).
+def __getattr__(name: str) -> Any:
+    """``tensor`` moved to :mod:`ampref.engine.creation` (it makes integer tensors too);
+    ``from ampref.engine.tensor import tensor`` and the 0.1 path ``ampref.tensor.tensor``
+    keep working through this lazy lookup."""
+    if name == "tensor":
+        from .creation import tensor  # an upward hook: creation builds on this module
 
-    Integer or boolean data is rejected for floating formats only if it cannot be
-    converted; NaN, ±inf, ±0 and subnormals follow :func:`ampref.quantize`.
-
-    Raises:
-        ValueError: unknown format or backend (choices listed).
-        TypeError: data is not numeric.
-    """
-    fmt = get_format(format)
-    be = backends.get(backend) if isinstance(backend, str) else backend
-    src = data.data if isinstance(data, Tensor) else data
-    if isinstance(src, np.ndarray) and src.dtype.kind == "f":
-        src = exact_source(src)  # byte-swapped input in native order; longdouble only if exact
-    arr = be.asarray(src)
-    if arr.dtype.kind not in "fiub" and arr.dtype.kind != "V":
-        raise TypeError(f"tensor data must be numeric, got dtype {arr.dtype}")
-    wide = be.xp.asarray(arr, dtype=be.xp.float64)
-    # one rounding from the exact (float64-held) input, never via float32 (FMT-RND-001)
-    values = wide if fmt.wide else be.quantize(wide, fmt, rounding).astype(np.float32)
-    return Tensor(values, fmt, requires_grad=requires_grad, backend=be, name=name)
+        return tensor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """The Adam/AdamW update, compiled: one pass over the parameter with the same float32
 (or float64) operations in the same order as the NumPy specification
-(``Adam._update`` in :mod:`ampref.engine.optim`), so the same bits: each product, sum,
+(``Adam._update`` in :mod:`ampref.engine.optim.optimizers`), so the same bits: each product, sum,
 quotient and square root is one correctly rounded IEEE operation in the parameter's
 dtype (numba does not contract a product and a sum into an FMA without fast-math).
 """

@@ -88,7 +88,7 @@ def _grouped(x: Any, w: Any, b: Any, groups: int, eps: float, channel_major: boo
     N, C = x.shape[0], x.shape[1]
     if channel_major:
         t = F.transpose(x, 0, 1)
-        xhat = F.reshape(F.layer_norm(F.reshape(t, (C, -1)), [t.size // C], eps=eps), t.shape)
+        xhat = F.reshape(F.layer_norm(F.reshape(t, (C, -1)), [t.numel() // C], eps=eps), t.shape)
         xhat = F.transpose(xhat, 0, 1)
     else:
         flat = F.reshape(x, (N, groups, -1))

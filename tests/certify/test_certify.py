@@ -139,3 +139,15 @@ def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert img.shape[0] == 900 and img.std() > 0.05  # not blank: text, tables, the banner
     green = (img[..., 1] > 0.4) & (img[..., 0] < 0.3)
     assert green[:150].mean() > 0.01  # the PASSED banner at the top
+
+
+@pytest.mark.skipif(bool(__import__("os").environ.get("AMPREF_TEST_INSTALLED")),
+                    reason="an installed wheel has no specs/ and tests/ beside it")
+@pytest.mark.clause("CRT-RPT-001")
+def test_without_source_certify_finds_the_checkout_it_runs_from_and_hashes_every_room() -> None:
+    from ampref.certify import evidence
+
+    root = Path(__file__).resolve().parents[2]
+    assert evidence.find_source(None) == root
+    files = evidence.identification(root)["files"]
+    assert "ampref/engine/tensor.py" in files and "ampref/formats/table.py" in files

@@ -16,7 +16,7 @@ import pytest
 from ampref.engine.functional import quantized as F
 from ampref import recipes
 from ampref.recipes.roles import GEMM_RECIPES
-from ampref.engine.tensor import tensor
+from ampref.engine.creation import tensor
 from ampref.training.train import train
 from ampref.training.config import MODES, TrainConfig, TrainError
 

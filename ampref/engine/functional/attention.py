@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ampref.common.checks import check_flag
+from ..indices import IndexTensor
 from ..tensor import Tensor
 from .core import autocast_inputs, check_tensor, nested_ops
 from .elementwise import masked_fill, mul
@@ -41,7 +42,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                          "(ampref's dropout is seeded: apply F.dropout(..., seed=...) instead)")
     mask = None
     if attn_mask is not None:
-        mask = np.asarray(attn_mask.numpy() if isinstance(attn_mask, Tensor) else attn_mask)
+        mask = np.asarray(attn_mask.numpy() if isinstance(attn_mask, (Tensor, IndexTensor))
+                          else attn_mask)
         if mask.dtype != bool:
             raise TypeError(f"scaled_dot_product_attention: attn_mask must be boolean (True = "
                             f"attend), got dtype {mask.dtype}; float masks are not supported")

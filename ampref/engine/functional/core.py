@@ -15,10 +15,11 @@ import numpy as np
 from ampref.policy import autocast as _ac
 from ampref.backends import Backend  # type: ignore[attr-defined]  # mapped from backends/
 from ampref.formats.table import Format, get_format
+from ..indices import IndexTensor
 from ..tensor import Node, Tensor, is_grad_enabled
 
 __all__ = ["F32", "F64", "SCALAR_TYPES", "autocast_args", "autocast_inputs", "backend_of",
-           "check_tensor", "dims_of", "expand_grad", "make",
+           "check_tensor", "dims_of", "index_data", "expand_grad", "make",
            "nested_ops", "promote", "shape_of", "sum_to", "to_format", "wide_math"]
 
 F32 = get_format("float32")
@@ -75,9 +76,19 @@ def shape_of(v: Any) -> tuple[int, ...]:
 
 
 def check_tensor(x: Any, op: str) -> Tensor:
+    """``x`` if it is a floating-point tensor, else a TypeError naming ``op``."""
+    if isinstance(x, IndexTensor):
+        raise TypeError(f"{op} needs a floating-point tensor, got an integer tensor "
+                        f"(dtype {x.dtype}); cast it first with .float() or .to(format)")
     if not isinstance(x, Tensor):
         raise TypeError(f"{op} expects an ampref.Tensor, got {type(x).__name__}")
     return x
+
+
+def index_data(v: Any) -> Any:
+    """The array of an integer operand (targets, ids, index arrays): an integer tensor's
+    data, a float tensor's data, or the value as given."""
+    return v.data if isinstance(v, (Tensor, IndexTensor)) else v
 
 
 def dims_of(x: Tensor, dim: Any) -> tuple[int, ...]:

@@ -18,8 +18,8 @@ from ampref.backends import Backend  # type: ignore[attr-defined]  # mapped from
 from ampref.common.checks import check_flag
 from ampref.formats.table import Format
 from ..tensor import Tensor, round_to, storage_dtype
-from .core import (SCALAR_TYPES, autocast_inputs, backend_of, check_tensor, make, promote, shape_of,
-                   sum_to, to_format, wide_math)
+from .core import (SCALAR_TYPES, autocast_inputs, backend_of, check_tensor, index_data, make,
+                   promote, shape_of, sum_to, to_format, wide_math)
 
 __all__ = ["add", "div", "dropout", "exp", "gelu", "log", "masked_fill", "mul", "neg", "pow",
            "relu", "sigmoid", "sub", "tanh"]
@@ -146,7 +146,7 @@ def masked_fill(input: Tensor, mask: Any, value: float) -> Tensor:
     """
     x = check_tensor(input, "masked_fill")
     be = x.backend
-    m = be.xp.asarray(mask.data if isinstance(mask, Tensor) else mask)
+    m = be.xp.asarray(index_data(mask))
     if m.dtype != bool:
         raise TypeError(f"masked_fill needs a boolean mask, got dtype {m.dtype}")
     fill = round_to(be, be.xp.asarray([value], dtype=be.xp.float64), x.format)[0]
@@ -229,21 +229,31 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     return _unary("gelu", x, f, df)
 
 
-def dropout(input: Tensor, p: float = 0.5, training: bool = True, *, seed: int,
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, *, seed: int | None = None,
             offset: int = 0) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by fl32(1/(1-p)).
 
     Element i (flat, C order) is dropped when ``bits(seed, offset + i) < round(p*2^32)``
     with the counter-based hash of :mod:`ampref.kernels.srhash` (ENG-DRP-001): the same mask
-    on every backend, no global RNG.
+    on every backend. Without ``seed``, one is drawn from the global generator
+    (``ampref.manual_seed``) per call, as torch draws from its default generator.
+    ``p = 1`` gives ``input * 0`` (zeros; NaN for NaN and ±inf inputs, as torch).
     """
     x = check_tensor(input, "dropout")
-    if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout probability must be a number in [0, 1), got {p!r}")
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be a number in [0, 1], got {p!r}")
+    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
+        raise ValueError(f"dropout offset must be an int >= 0, got {offset!r}")
     if not check_flag("training", training) or p == 0.0:
         return x
     be = x.backend
-    bits = be.random_bits(seed, offset, x.size).reshape(x.shape)
+    if p == 1.0:
+        return mul(x, 0.0)
+    if seed is None:
+        from ..creation import default_generator  # the op layer sits below creation
+
+        seed = default_generator().draw_seed()
+    bits = be.random_bits(seed, offset, x.numel()).reshape(x.shape)
     keep = bits >= np.uint32(min(round(p * 2.0**32), 2**32 - 1))
     scale = storage_dtype(x.format)(1.0 / (1.0 - p))
     with np.errstate(all="ignore"):

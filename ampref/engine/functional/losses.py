@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor, round_to, storage_dtype
-from .core import autocast_args, autocast_inputs, check_tensor, make, nested_ops
+from .core import (autocast_args, autocast_inputs, check_tensor, index_data, make,
+                   nested_ops)
 from .elementwise import add, log, mul, neg, sub
 from .norms import log_softmax
 from .reductions import mean
@@ -20,45 +21,78 @@ from .shapes import reshape
 __all__ = ["binary_cross_entropy", "cross_entropy", "mse_loss", "nll_loss"]
 
 
-def nll_loss(input: Tensor, target: Any) -> Tensor:
-    """-mean_i logp[i, target_i] = fl_out(fl32(-fl32(exact sum) / N)). Autocast name
-    ``nll_loss`` (fp32 under both torch policies)."""
-    logp = check_tensor(input, "nll_loss")
-    (logp,), _, _ = autocast_inputs("nll_loss", [logp])
-    be, fmt = logp.backend, logp.format
-    t = be.xp.asarray(target.data if isinstance(target, Tensor) else target)
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _reduction(op: str, reduction: Any) -> str:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {', '.join(_REDUCTIONS)}, got "
+                         f"{reduction!r}")
+    return str(reduction)
+
+
+def _targets(be: Any, logp: Tensor, target: Any, ignore_index: int) -> Any:
+    t = be.xp.asarray(index_data(target))
     if logp.ndim != 2 or t.shape != (logp.shape[0],) or t.dtype.kind not in "iu":
         raise ValueError(f"nll_loss needs (N, C) log-probabilities and N integer targets, got "
                          f"{logp.shape} and {t.shape} ({t.dtype})")
-    if t.size and (int(t.min()) < 0 or int(t.max()) >= logp.shape[1]):
-        raise ValueError(f"targets must lie in [0, {logp.shape[1]}), got range [{int(t.min())}, "
-                         f"{int(t.max())}]")
-    N = logp.shape[0]
-    rows = be.xp.arange(N)
-    picked = logp.data[rows, t]
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, np.integer)):
+        raise TypeError(f"ignore_index must be an int, got {ignore_index!r}")
+    used = t[t != ignore_index]
+    if used.size and (int(used.min()) < 0 or int(used.max()) >= logp.shape[1]):
+        raise ValueError(f"targets must lie in [0, {logp.shape[1]}) or equal ignore_index "
+                         f"{ignore_index}, got range [{int(used.min())}, {int(used.max())}]")
+    return t
+
+
+def nll_loss(input: Tensor, target: Any, *, ignore_index: int = -100,
+             reduction: str = "mean") -> Tensor:
+    """loss_i = -logp[i, target_i] for targets other than ``ignore_index`` (0 for
+    ignored ones); ``mean`` = fl_out(fl32(-fl32(exact sum) / count)) over the counted
+    targets (NaN when none counts, as torch), ``sum`` = fl_out(fl32(-exact sum)),
+    ``none`` = the N losses (exact negations). Autocast name ``nll_loss`` (fp32 under
+    both torch policies)."""
+    logp = check_tensor(input, "nll_loss")
+    red = _reduction("nll_loss", reduction)
+    (logp,), _, _ = autocast_inputs("nll_loss", [logp])
+    be, fmt = logp.backend, logp.format
+    t = _targets(be, logp, target, ignore_index)
+    valid = t != ignore_index
+    rows = be.xp.arange(logp.shape[0])
+    picked = be.xp.where(valid, logp.data[rows, be.xp.where(valid, t, 0)], 0)
+    count = storage_dtype(fmt)(int(valid.sum())) if red == "mean" else storage_dtype(fmt)(1)
     with np.errstate(all="ignore"):
-        out = round_to(be, -be.sum(picked) / storage_dtype(fmt)(N), fmt)
+        if red == "none":
+            out = round_to(be, -picked, fmt)
+        else:
+            out = round_to(be, -be.sum(picked) / count, fmt)
 
     def bwd(g: Any) -> tuple[Any]:
         grad = be.xp.zeros(logp.shape, dtype=g.dtype)
-        grad[rows, t] = -g / storage_dtype(fmt)(N)
+        with np.errstate(all="ignore"):
+            grad[rows[valid], t[valid]] = (-g[valid] if red == "none" else -g / count)
         return (grad,)
     return make(be, out, fmt, "nll_loss", [logp], bwd)
 
 
-def cross_entropy(input: Tensor, target: Any) -> Tensor:
-    """nll_loss(log_softmax(logits)) over the last axis, mean over all positions.
+def cross_entropy(input: Tensor, target: Any, *, ignore_index: int = -100,
+                  reduction: str = "mean") -> Tensor:
+    """nll_loss(log_softmax(logits)) over the last axis (reductions and ``ignore_index``
+    as :func:`nll_loss`; ``none`` has the targets' shape).
 
     Autocast name ``cross_entropy_loss``: listed as fp32 under torch-cpu (the whole
     composite runs in float32); unlisted under torch-cuda, where its parts are cast
     (log_softmax -> float32 output, nll_loss fp32), as torch decomposes it.
     """
     logits = check_tensor(input, "cross_entropy")
+    _reduction("cross_entropy", reduction)
     (logits,), _, listed = autocast_inputs("cross_entropy_loss", [logits])
-    t = target.data if isinstance(target, Tensor) else target
+    t = logits.backend.xp.asarray(index_data(target))
     with nested_ops(listed):
         flat = reshape(logits, (-1, logits.shape[-1]))
-        return nll_loss(log_softmax(flat, -1), flat.backend.xp.asarray(t).reshape(-1))
+        out = nll_loss(log_softmax(flat, -1), t.reshape(-1), ignore_index=ignore_index,
+                       reduction=reduction)
+        return reshape(out, t.shape) if reduction == "none" else out
 
 
 def mse_loss(input: Tensor, target: Any) -> Tensor:

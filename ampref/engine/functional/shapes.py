@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor
-from .core import (autocast_inputs, backend_of, check_tensor, dims_of, make, promote, sum_to,
-                   to_format)
+from .core import (autocast_inputs, backend_of, check_tensor, dims_of, index_data, make,
+                   promote, sum_to, to_format)
 
 __all__ = ["broadcast_to", "concat", "embedding", "index", "reshape", "transpose"]
 
@@ -57,6 +57,7 @@ def index(input: Tensor, idx: Any) -> Tensor:
     be = x.backend
     if isinstance(idx, Tensor):
         idx = idx.data.astype(np.int64)
+    idx = index_data(idx)
     out = x.data[idx]
 
     def bwd(g: Any) -> tuple[Any]:
@@ -74,7 +75,7 @@ def embedding(input: Any, weight: Tensor) -> Tensor:
     weight = check_tensor(weight, "embedding")
     be = weight.backend
     xp = be.xp
-    ids_arr = xp.asarray(input.data if isinstance(input, Tensor) else input)
+    ids_arr = xp.asarray(index_data(input))
     if ids_arr.dtype.kind not in "iu":
         raise TypeError(f"embedding ids must be integers, got dtype {ids_arr.dtype}")
     V = weight.shape[0]

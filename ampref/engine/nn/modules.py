@@ -8,22 +8,24 @@ lower format (Apex O2 style; the optimizer then keeps float32 master copies).
 Initialisation draws from :class:`ampref.engine.rng.Generator`, so a seed fixes every weight
 on every backend.
 
-Size (about 370 lines): the layer catalogue, fifteen small classes.
+The base class lives in :mod:`.base`, parameter-free layers and losses in
+:mod:`.stateless`, containers in :mod:`.containers`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from .. import functional as F
-from ampref.formats.table import Format, get_format
 from ..functional.quantized import QuantState, quantized_linear
+from ampref.kernels.srhash import check_seed
 from ..rng import Generator
-from ..tensor import Tensor, tensor
+from ..creation import default_generator
+from ..tensor import Tensor
+from .base import Module, Parameter
 
 __all__ = [
     "GELU",
@@ -46,7 +48,11 @@ __all__ = [
 Seed = int | Generator
 
 
-def _gen(seed: Seed) -> Generator:
+def _gen(seed: Seed | None) -> Generator:
+    """The layer's initialisation stream: a Generator as given, a fresh one at an int
+    seed, or the global generator of ``ampref.manual_seed`` when no seed is given."""
+    if seed is None:
+        return default_generator()
     return seed if isinstance(seed, Generator) else Generator(seed)
 
 
@@ -63,116 +69,11 @@ def _shape(name: str, v: Any) -> tuple[int, ...]:
     return tuple(_size(name, d) for d in shape)
 
 
-def Parameter(values: Any, fmt: str | Format = "float32", backend: str = "numpy") -> Tensor:
-    """A leaf tensor that requires grad."""
-    return tensor(values, fmt, requires_grad=True, backend=backend)
-
-
-class Module:
-    """Base class: attributes that are Tensors requiring grad are parameters; Modules
-    are children. Order of registration is the order of ``named_parameters``."""
-
-    _params: dict[str, Tensor]
-    _children: dict[str, Module]
-    _hooks: list[Callable[[Module, Any], None]]
-    training: bool
-
-    def __init__(self) -> None:
-        object.__setattr__(self, "_params", {})
-        object.__setattr__(self, "_children", {})
-        object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_hooks", [])
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if "_params" not in self.__dict__:
-            raise RuntimeError(f"{type(self).__name__}.__init__ must call super().__init__() first")
-        if isinstance(value, Tensor) and value.requires_grad and value.is_leaf:
-            self._params[name] = value
-        elif isinstance(value, Module):
-            self._children[name] = value
-        object.__setattr__(self, name, value)
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} must define forward()")
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        out = self.forward(*args, **kwargs)
-        for hook in self._hooks:
-            hook(self, out)
-        return out
-
-    def register_forward_hook(self, fn: Callable[[Module, Any], None]) -> None:
-        """Call ``fn(module, output)`` after every forward (activation statistics)."""
-        self._hooks.append(fn)
-
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
-        yield prefix, self
-        for name, child in self._children.items():
-            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
-
-    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
-        for name, p in self._params.items():
-            yield (f"{prefix}.{name}" if prefix else name), p
-        for name, child in self._children.items():
-            yield from child.named_parameters(f"{prefix}.{name}" if prefix else name)
-
-    def parameters(self) -> list[Tensor]:
-        return [p for _, p in self.named_parameters()]
-
-    def train(self, mode: bool = True) -> Module:
-        for _, m in self.named_modules():
-            object.__setattr__(m, "training", mode)
-        return self
-
-    def eval(self) -> Module:
-        return self.train(False)
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clear every parameter's gradient: None (default, as torch) or zeros."""
-        for p in self.parameters():
-            if set_to_none or p.grad is None:
-                p.grad = None
-            else:
-                p.grad = p.backend.xp.zeros_like(p.grad)
-
-    def to_format(self, fmt: str | Format) -> Module:
-        """Store every parameter in ``fmt`` (rounded to nearest-even), in place."""
-        f = get_format(fmt)
-        for _, p in self.named_parameters():
-            if p.format != f:
-                p.data = p.backend.asarray(p.backend.quantize(p.data, f), dtype=np.float32) \
-                    if not f.wide else p.data.astype(np.float64)
-                p.format = f
-                p.grad = None
-        return self
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Parameter name -> exact values (NumPy float32/float64 copies)."""
-        return {name: p.numpy() for name, p in self.named_parameters()}
-
-    def load_state_dict(self, sd: dict[str, Any]) -> None:
-        """Load values by name; every name and shape must match.
-
-        Raises:
-            ValueError: missing or unexpected names, or a shape mismatch (named).
-        """
-        own = dict(self.named_parameters())
-        missing, extra = sorted(set(own) - set(sd)), sorted(set(sd) - set(own))
-        if missing or extra:
-            raise ValueError(f"state_dict mismatch: missing {missing or 'none'}, unexpected "
-                             f"{extra or 'none'}")
-        for name, p in own.items():
-            v = np.asarray(sd[name])
-            if v.shape != p.shape:
-                raise ValueError(f"state_dict entry {name!r} has shape {v.shape}, parameter has "
-                                 f"{p.shape}")
-            p.data = tensor(v, p.format, backend=p.backend).data
-
-
 class Linear(Module):
     """y = x W^T + b, W of shape (out, in), init U(-1/sqrt(in), 1/sqrt(in)) like torch."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, *, seed: Seed = 0,
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
+                 seed: Seed | None = None,
                  accumulation: str = "exact", backend: str = "numpy") -> None:
         super().__init__()
         in_features = _size("in_features", in_features)
@@ -210,7 +111,7 @@ class Conv2d(Module):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
                  stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0, *,
-                 bias: bool = True, seed: Seed = 0, accumulation: str = "exact",
+                 bias: bool = True, seed: Seed | None = None, accumulation: str = "exact",
                  backend: str = "numpy") -> None:
         super().__init__()
         in_channels = _size("in_channels", in_channels)
@@ -271,7 +172,7 @@ class Embedding(Module):
     """Rows of a (num, dim) table, init N(0, std^2) (torch: std 1)."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, *, std: float = 1.0,
-                 seed: Seed = 0, backend: str = "numpy") -> None:
+                 seed: Seed | None = None, backend: str = "numpy") -> None:
         super().__init__()
         shape = (_size("num_embeddings", num_embeddings), _size("embedding_dim", embedding_dim))
         self.weight = Parameter(_gen(seed).normal(shape, std), backend=backend)
@@ -282,19 +183,22 @@ class Embedding(Module):
 
 class Dropout(Module):
     """Seeded dropout: the counter advances by the number of elements of every call,
-    so the masks of a run are fixed by (seed, call order) and resumable (state_dict)."""
+    so the masks of a run are fixed by (seed, call order) and resumable (state_dict).
+    Without ``seed`` the layer draws its seed from the global generator
+    (``ampref.manual_seed``) when it is built."""
 
-    def __init__(self, p: float = 0.5, *, seed: int = 0) -> None:
+    def __init__(self, p: float = 0.5, *, seed: int | None = None) -> None:
         super().__init__()
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-            raise ValueError(f"dropout probability must be a number in [0, 1), got {p!r}")
-        self.p, self.seed, self.offset = p, seed, 0
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability must be a number in [0, 1], got {p!r}")
+        self.p, self.offset = p, 0
+        self.seed = default_generator().draw_seed() if seed is None else check_seed(seed)
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
             return x
         out = F.dropout(x, self.p, seed=self.seed, offset=self.offset)
-        self.offset += x.size
+        self.offset += x.numel()
         return out
 
 
@@ -335,7 +239,7 @@ class Sequential(Module):
 class MLP(Sequential):
     """Linear layers of ``sizes`` with an activation between them."""
 
-    def __init__(self, sizes: list[int], activation: str = "relu", *, seed: Seed = 0,
+    def __init__(self, sizes: list[int], activation: str = "relu", *, seed: Seed | None = None,
                  accumulation: str = "exact", backend: str = "numpy") -> None:
         acts = {"relu": ReLU, "gelu": GELU, "tanh": Tanh}
         if activation not in acts:
@@ -354,7 +258,8 @@ class MLP(Sequential):
 class MultiheadAttention(Module):
     """Self-attention: one (3d, d) projection, heads of d/h, SDPA, output projection."""
 
-    def __init__(self, embed_dim: int, num_heads: int, *, causal: bool = True, seed: Seed = 0,
+    def __init__(self, embed_dim: int, num_heads: int, *, causal: bool = True,
+                 seed: Seed | None = None,
                  accumulation: str = "exact", backend: str = "numpy") -> None:
         super().__init__()
         dim, heads = _size("embed_dim", embed_dim), _size("num_heads", num_heads)
@@ -379,7 +284,8 @@ class TransformerBlock(Module):
     """Pre-norm block: x + attn(ln1(x)), then x + mlp(ln2(x)) (GELU, width ratio 4)."""
 
     def __init__(self, dim: int, heads: int, *, mlp_ratio: int = 4, causal: bool = True,
-                 seed: Seed = 0, accumulation: str = "exact", backend: str = "numpy") -> None:
+                 seed: Seed | None = None, accumulation: str = "exact",
+                 backend: str = "numpy") -> None:
         super().__init__()
         g = _gen(seed)
         self.ln1 = LayerNorm(dim, backend=backend)

@@ -27,28 +27,53 @@ import numpy as np
 from ampref import kernels
 from ampref.backends import DeviceScaling  # type: ignore[attr-defined]  # mapped from backends/
 from ampref.scaling.scaler import LossScaler
-from .tensor import Tensor
+from ampref.common.checks import check_flag
+
+from ..tensor import Tensor
+from .groups import ParamGroup, check_lr
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
 
 _f = np.float32
 
 
+def _check_params(params: Any) -> list[Tensor]:
+    """The parameter list: leaf tensors that require grad, each once.
+
+    Raises:
+        TypeError: not a parameter (its position named); parameter groups (dicts).
+        ValueError: empty, or a parameter listed twice (torch warns and then updates it
+            twice; ampref refuses).
+    """
+    if isinstance(params, Tensor):
+        raise TypeError("params must be an iterable of tensors (model.parameters()), got "
+                        "one Tensor")
+    out = list(params)
+    if not out:
+        raise ValueError("optimizer got an empty parameter list")
+    for i, p in enumerate(out):
+        if isinstance(p, dict):
+            raise TypeError("parameter groups (dicts) are not supported: ampref's optimizers "
+                            "hold one group (docs/torch-api-differences.md)")
+        if not isinstance(p, Tensor) or not p.requires_grad or not p.is_leaf:
+            raise TypeError(f"parameter {i} is not a leaf ampref.Tensor with "
+                            "requires_grad=True")
+    seen: dict[int, int] = {}
+    for i, p in enumerate(out):
+        if id(p) in seen:
+            raise ValueError(f"parameter {i} is the same tensor as parameter {seen[id(p)]}: "
+                             "each parameter may appear once")
+        seen[id(p)] = i
+    return out
+
+
 class Optimizer:
     """Base: parameter list, float32 masters, state, step with an optional scaler."""
 
     def __init__(self, params: Sequence[Tensor], lr: float, *, master_weights: bool = True) -> None:
-        self.params = list(params)
-        if not self.params:
-            raise ValueError("optimizer got an empty parameter list")
-        for i, p in enumerate(self.params):
-            if not isinstance(p, Tensor) or not p.requires_grad or not p.is_leaf:
-                raise TypeError(f"parameter {i} is not a leaf ampref.Tensor with "
-                                "requires_grad=True")
-        if not (isinstance(lr, (int, float)) and lr >= 0 and math.isfinite(lr)):
-            raise ValueError(f"learning rate must be a finite number >= 0, got {lr!r}")
-        self.lr = float(lr)
-        self.master_weights = master_weights
+        self.params = _check_params(params)
+        self.lr = check_lr(lr)
+        self.master_weights = check_flag("master_weights", master_weights)
         self.steps = 0
         self.master: list[Any] = [self._master_of(p) for p in self.params]
         self.state: list[dict[str, Any]] = [{} for _ in self.params]
@@ -58,8 +83,15 @@ class Optimizer:
             return None  # the parameter itself is the master (or there is none)
         return p.data.astype(np.float32).copy()
 
+    @property
+    def param_groups(self) -> list[ParamGroup]:
+        """torch's view of the hyperparameters: one group holding every parameter. A
+        scheduler (or a script) sets ``param_groups[0]["lr"]``; the next step uses it."""
+        return [ParamGroup(self)]
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradients: None (default, as torch) or zeros of the same shape."""
+        set_to_none = check_flag("set_to_none", set_to_none)
         for p in self.params:
             if set_to_none or p.grad is None:
                 p.grad = None
@@ -170,6 +202,7 @@ class SGD(Optimizer):
             # momentum >= 1 makes the buffer grow without bound (torch accepts it)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < hi:
                 raise ValueError(f"{name} must be a number in [0, {hi:g}), got {v!r}")
+        nesterov = check_flag("nesterov", nesterov)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("nesterov needs momentum > 0 and dampening 0")
         self.momentum, self.weight_decay = momentum, weight_decay

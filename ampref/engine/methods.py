@@ -1,0 +1,201 @@
+"""torch's Tensor methods that a training script calls, as thin forwards to the ops.
+
+Each method here is one call of an op of :mod:`ampref.engine.functional` (so it records
+the same graph node and follows the same rounding rules as the op), or a shape query.
+:class:`~ampref.engine.tensor.Tensor` binds them as its methods; they live apart so that
+the tensor module stays about its data and its backward walk.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from ampref.formats.table import Format
+
+from .indices import IndexTensor
+
+
+__all__ = ["argmax", "argmin", "bfloat16", "clone", "contiguous", "cpu", "dim", "double",
+           "dtype", "flatten", "float", "half", "log_softmax", "masked_fill", "numel", "pow",
+           "requires_grad_", "sigmoid", "size", "softmax", "split", "chunk", "squeeze", "tolist",
+           "unsqueeze", "view"]
+
+
+def _F() -> Any:
+    from . import functional
+
+    return functional
+
+
+def _dims(shape: tuple[Any, ...]) -> tuple[int, ...]:
+    """``view(2, 3)`` and ``view((2, 3))`` both mean the shape (2, 3)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+# -- shape queries ---------------------------------------------------------------------
+def size(self: Any, dim: int | None = None) -> Any:
+    """The shape as a tuple (torch.Size is a tuple), or its length along ``dim``."""
+    return self.shape if dim is None else self.shape[dim]
+
+
+def numel(self: Any) -> int:
+    return int(self.data.size)
+
+
+def dim(self: Any) -> int:
+    return len(self.shape)
+
+
+def dtype(self: Any) -> Format:  # a property of Tensor
+    """The tensor's format (torch's dtype): ``ampref.float16`` for an fp16 tensor."""
+    return self.format
+
+
+# -- casts: one rounding from the exact stored value (ENG-CST-001) --------------------
+def float(self: Any) -> Any:
+    return _F().to_format(self, "float32")
+
+
+def half(self: Any) -> Any:
+    return _F().to_format(self, "float16")
+
+
+def bfloat16(self: Any) -> Any:
+    return _F().to_format(self, "bfloat16")
+
+
+def double(self: Any) -> Any:
+    return _F().to_format(self, "float64")
+
+
+# -- views: values move, never round -------------------------------------------------
+def view(self: Any, *shape: Any) -> Any:
+    return _F().reshape(self, _dims(shape))
+
+
+def flatten(self: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
+    n = len(self.shape)
+    if n == 0:
+        return _F().reshape(self, (1,))
+    lo, hi = start_dim % n, end_dim % n
+    if lo > hi:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
+                         f"for a tensor of shape {self.shape}")
+    merged = 1
+    for s in self.shape[lo:hi + 1]:
+        merged *= s
+    return _F().reshape(self, (*self.shape[:lo], merged, *self.shape[hi + 1:]))
+
+
+def unsqueeze(self: Any, dim: int) -> Any:
+    n = len(self.shape) + 1
+    if not -n <= dim < n:
+        raise ValueError(f"unsqueeze: dim {dim} is out of range for a result of "
+                         f"{n} dims (valid: {-n} to {n - 1})")
+    d = dim % n
+    return _F().reshape(self, (*self.shape[:d], 1, *self.shape[d:]))
+
+
+def squeeze(self: Any, dim: int | None = None) -> Any:
+    if dim is None:
+        return _F().reshape(self, tuple(s for s in self.shape if s != 1))
+    d = _F().core.dims_of(self, dim)[0] if self.shape else 0
+    if not self.shape or self.shape[d] != 1:
+        return _F().reshape(self, self.shape)
+    return _F().reshape(self, self.shape[:d] + self.shape[d + 1:])
+
+
+def clone(self: Any) -> Any:
+    return _F().reshape(self, self.shape)
+
+
+def contiguous(self: Any) -> Any:
+    return self
+
+
+def cpu(self: Any) -> Any:
+    return self
+
+
+def requires_grad_(self: Any, requires_grad: bool = True) -> Any:
+    from ampref.common.checks import check_flag
+
+    self.requires_grad = check_flag("requires_grad", requires_grad)
+    return self
+
+
+# -- ops ---------------------------------------------------------------------------------
+def sigmoid(self: Any) -> Any:
+    return _F().sigmoid(self)
+
+
+def softmax(self: Any, dim: int) -> Any:
+    return _F().softmax(self, dim)
+
+
+def log_softmax(self: Any, dim: int) -> Any:
+    return _F().log_softmax(self, dim)
+
+
+def pow(self: Any, exponent: Any) -> Any:
+    return _F().pow(self, exponent)
+
+
+def masked_fill(self: Any, mask: Any, value: builtins.float) -> Any:
+    return _F().masked_fill(self, mask, value)
+
+
+def argmax(self: Any, dim: int | None = None, keepdim: bool = False) -> IndexTensor:
+    """Index of the largest value (the first one on ties; NaN counts as largest, as
+    in torch); an integer tensor without gradient."""
+    xp = self.backend.xp
+    if dim is None:
+        return IndexTensor(xp.argmax(self.data.reshape(-1)), self.backend)
+    return IndexTensor(xp.argmax(self.data, axis=dim, keepdims=keepdim), self.backend)
+
+
+def argmin(self: Any, dim: int | None = None, keepdim: bool = False) -> IndexTensor:
+
+    xp = self.backend.xp
+    if dim is None:
+        return IndexTensor(xp.argmin(self.data.reshape(-1)), self.backend)
+    return IndexTensor(xp.argmin(self.data, axis=dim, keepdims=keepdim), self.backend)
+
+
+def tolist(self: Any) -> Any:
+    return self.backend.to_numpy(self.data).tolist()
+
+
+def split(self: Any, split_size_or_sections: Any, dim: int = 0) -> tuple[Any, ...]:
+    """Pieces along ``dim``: of ``split_size`` each (the last one shorter), or of the
+    listed sizes (which must add up to the dim's length). Each piece is an indexing op
+    (values move; gradients flow back into their slice)."""
+    d = _F().core.dims_of(self, dim)[0]
+    n = self.shape[d]
+    s = split_size_or_sections
+    if isinstance(s, (int,)) and not isinstance(s, bool):
+        if s < 1:
+            raise ValueError(f"split: split_size must be an int >= 1, got {s}")
+        sizes = [min(s, n - a) for a in range(0, n, s)] or [0]
+    else:
+        sizes = [int(v) for v in s]
+        if sum(sizes) != n or any(v < 0 for v in sizes):
+            raise ValueError(f"split: sections {sizes} do not add up to the length {n} of "
+                             f"dim {dim}")
+    out, start = [], 0
+    for size in sizes:
+        idx = (slice(None),) * d + (slice(start, start + size),)
+        out.append(_F().index(self, idx))
+        start += size
+    return tuple(out)
+
+
+def chunk(self: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:
+    """``chunks`` pieces along ``dim`` of ceil(length / chunks) each, as torch."""
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+        raise ValueError(f"chunk: chunks must be an int >= 1, got {chunks!r}")
+    n = self.shape[_F().core.dims_of(self, dim)[0]]
+    return split(self, max(-(-n // chunks), 1), dim)
