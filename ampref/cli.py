@@ -31,7 +31,8 @@ def _verify(args: argparse.Namespace) -> int:
     if args.scheduler is not None or args.results is not None:
         raise ValueError("--scheduler and --results belong to a campaign: add --matrix "
                          "all|FORMAT...")
-    res = verify(args.format, args.rounding, stride=args.stride, saturate=args.saturate,
+    res = verify(args.format, args.rounding or "nearest_even", stride=args.stride,
+                 saturate=args.saturate,
                  subnormals=not args.no_subnormals, seed=args.seed, workers=args.workers,
                  progress=not args.quiet)
     print(summary(res))
@@ -44,8 +45,13 @@ def _campaign(args: argparse.Namespace) -> int:
     if args.results is None:
         raise ValueError("a campaign needs --results DIR (one file per finished chunk, so it "
                          "can resume)")
-    cells = matrix("all" if args.matrix == ["all"] else args.matrix, stride=args.stride,
-                   seed=args.seed)
+    formats = _list(args.matrix, "--matrix")
+    cells = matrix("all" if formats == ["all"] else formats, stride=args.stride,
+                   seed=args.seed, roundings=[args.rounding] if args.rounding else None,
+                   saturate=True if args.saturate else None,
+                   subnormals=False if args.no_subnormals else None)
+    if args.scheduler is not None and not args.scheduler.strip():
+        raise ValueError("--scheduler is empty: give local or tcp://HOST:PORT")
     counts = run_campaign(cells, args.results, scheduler=args.scheduler or "local",
                           workers=args.workers, progress=not args.quiet)
     keys = {c.key for c in cells}
@@ -59,9 +65,21 @@ def _campaign(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def _list(values: list[str] | None, flag: str) -> list[str]:
+    """A list flag's items: ``a b``, ``a,b`` and ``a, b`` mean the same; empty items
+    (``,,``) are refused."""
+    items = [v.strip() for raw in values or [] for v in raw.split(",")]
+    if not items or any(not v for v in items):
+        raise ValueError(f"{flag} needs names separated by commas or spaces, got "
+                         f"{' '.join(values or []) or 'nothing'!r}")
+    return items
+
+
 def _certify(args: argparse.Namespace) -> int:
     from ampref.certify.report import certify
 
+    if not args.out.strip():
+        raise ValueError("--out is empty: give the folder for the evidence pack")
     doc = certify(args.out, level=args.level, source=args.source, imports=args.import_results,
                   scheduler=args.scheduler, stride=args.stride)
     print(f"ampref certify: {doc['status']}: {doc['headline']}")
@@ -132,7 +150,7 @@ def _train(args: argparse.Namespace) -> int:
         return 0
     one = args.precision is not None and args.compare is None
     modes = [args.precision] if one else (
-        list(DEFAULT_COMPARE) if not args.compare else [m.strip() for m in args.compare.split(",")])
+        list(DEFAULT_COMPARE) if not args.compare else _list(args.compare, "--compare"))
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise TrainError(f"unknown precision mode(s) {', '.join(unknown)}; choose from "
@@ -176,18 +194,22 @@ def _add_verify(sub: Any) -> None:
                        "--stride 4099 takes seconds.")
     v.add_argument("--format", default="float16",
                    help=f"target format (default float16); one of {', '.join(FORMATS)} or an alias")
-    v.add_argument("--rounding", default="nearest_even", choices=[m.value for m in RoundingMode],
-                   help="rounding mode (default nearest_even)")
+    v.add_argument("--rounding", default=None, choices=[m.value for m in RoundingMode],
+                   help="rounding mode (default nearest_even; with --matrix: only this mode "
+                        "instead of all)")
     v.add_argument("--stride", type=int, default=1,
                    help="check every N-th pattern (default 1: all 2^32)")
-    v.add_argument("--saturate", action="store_true", help="clamp overflow to ±max")
-    v.add_argument("--no-subnormals", action="store_true", help="flush subnormal results to zero")
+    v.add_argument("--saturate", action="store_true",
+                   help="clamp overflow to ±max (with --matrix: only saturating cells)")
+    v.add_argument("--no-subnormals", action="store_true",
+                   help="flush subnormal results to zero (with --matrix: only flushing cells)")
     v.add_argument("--seed", type=int, default=0, help="seed for stochastic rounding (default 0)")
     v.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     v.add_argument("--quiet", action="store_true", help="no progress bar")
     v.add_argument("--matrix", nargs="+", metavar="FORMAT", default=None,
-                   help="run a campaign: 'all' or formats, x every rounding mode x saturate x "
-                        "subnormals, in chunks on Dask (needs --results)")
+                   help="run a campaign: 'all' or formats, comma-separated (a,b; spaces work "
+                        "too), x every rounding mode x saturate x subnormals, in chunks on "
+                        "Dask (needs --results)")
     v.add_argument("--scheduler", default=None,
                    help="campaign scheduler: 'local' (a LocalCluster of --workers processes, "
                         "default) or tcp://HOST:PORT of a running 'dask scheduler'")
@@ -211,8 +233,9 @@ def _add_train(sub: Any) -> None:
         "is stored there, so only --out (and optionally a larger --steps) is needed.")
     t.add_argument("--precision", choices=list(MODES), default=None,
                    help="train one mode (default: compare several)")
-    t.add_argument("--compare", nargs="?", const="", default=None, metavar="MODES",
-                   help=f"comma-separated modes to compare (default {','.join(DEFAULT_COMPARE)})")
+    t.add_argument("--compare", nargs="*", default=None, metavar="MODES",
+                   help=f"modes to compare, comma-separated (a,b; spaces work too; default "
+                        f"{','.join(DEFAULT_COMPARE)})")
     t.add_argument("--out", default="runs/train", help="output folder (default runs/train)")
     t.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its newest checkpoint")

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ampref import kernels
+from ampref.common.checks import check_count, check_flag
 from ampref.kernels.arrays import frozen
 from ampref.formats.cast import quantize, value_table
 from ampref.formats.rounding import get_rounding
@@ -118,9 +119,15 @@ def check_inputs(x: Any, fmt: Format, what: str, quantize_inputs: bool,
     Raises:
         TypeError: ``x`` is None or not numeric.
         ValueError: 0-d input, or a value ``fmt`` cannot represent (element named).
+        TypeError: ``quantize_inputs`` is not a bool.
     """
+    quantize_inputs = check_flag("quantize_inputs", quantize_inputs)
     if x is None:
         raise TypeError(f"{what} must be an array of numbers, got None")
+    kind = np.asarray(x).dtype.kind
+    if kind not in "fiub":  # complex would drop its imaginary part, objects hide anything
+        raise TypeError(f"{what} must be an array of real numbers (float, int or bool), got "
+                        f"dtype {np.asarray(x).dtype}")
     try:
         with np.errstate(invalid="ignore"):  # a signalling NaN widens to a quiet one
             x64 = np.asarray(x, dtype=np.float64)
@@ -239,6 +246,7 @@ def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
     """
     # why long: the fast organisation of the block model: the per-row fallback test, layout,
     # exponent precomputation and the threaded tile loop belong together
+    threads, tile_rows = check_count("threads", threads), check_count("tile_rows", tile_rows)
     path, lim, fin, fout = block_params(gpu, input_format, output_format, b_format)
     fb, rl = get_format(b_format or fin), get_rules(rules)
     M, K = A.shape

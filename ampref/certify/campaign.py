@@ -21,8 +21,10 @@ from typing import Any
 import numpy as np
 
 from ampref.common.atomicio import atomic_write
+from ampref.common.checks import check_count, check_flag
+from ampref.kernels.srhash import check_seed
 from ampref.formats.table import FORMATS, get_format
-from ampref.formats.rounding import RoundingMode
+from ampref.formats.rounding import RoundingMode, get_rounding
 from .verify import VerifyResult, verify_block
 
 __all__ = ["Cell", "Chunk", "CHUNK_BITS", "matrix", "chunks", "run_chunk", "pending",
@@ -63,21 +65,34 @@ class Chunk:
         return -(-lo // s) * s, hi
 
 
-def matrix(formats: str | list[str] = "all", *, stride: int = 1, seed: int = 0) -> list[Cell]:
+def matrix(formats: str | list[str] = "all", *, stride: int = 1, seed: int = 0,
+           roundings: list[str] | None = None, saturate: bool | None = None,
+           subnormals: bool | None = None) -> list[Cell]:
     """The cells for ``formats`` ("all": every format with codes) x every rounding mode x
-    saturate x subnormals.
+    saturate x subnormals; ``roundings``, ``saturate`` and ``subnormals`` narrow the
+    product to the values given (None: all).
+
+    Everything a worker would check is checked here, before any worker starts.
 
     Raises:
-        ValueError: an unknown format (choices named) or a stride < 1.
+        ValueError: an unknown format or a format without codes (float64), an unknown
+            mode, a stride < 1 or a seed outside [0, 2^64) (the value and choices named).
     """
     if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
         raise ValueError(f"stride must be a positive int, got {stride!r}")
-    names = [f for f in FORMATS if get_format(f).kernel] if formats == "all" else \
-        [get_format(f).name for f in formats]
-    return [Cell(fmt=f, rounding=r.value, saturate=sat, subnormals=sub, stride=stride,
-                 seed=seed)
-            for f in names for r in RoundingMode for sat in (False, True)
-            for sub in (True, False)]
+    check_seed(seed)
+    coded = [f for f in FORMATS if get_format(f).kernel]
+    names = coded if formats == "all" else [get_format(f).name for f in formats]
+    for n in names:
+        if n not in coded:
+            raise ValueError(f"{n} has no codes to certify (storage only); the matrix takes "
+                             f"{', '.join(coded)}")
+    modes = [get_rounding(r).value for r in roundings] if roundings else \
+        [r.value for r in RoundingMode]
+    sats = (False, True) if saturate is None else (check_flag("saturate", saturate),)
+    subs = (True, False) if subnormals is None else (check_flag("subnormals", subnormals),)
+    return [Cell(fmt=f, rounding=r, saturate=sat, subnormals=sub, stride=stride, seed=seed)
+            for f in names for r in modes for sat in sats for sub in subs]
 
 
 def chunks(cell: Cell) -> list[Chunk]:
@@ -148,15 +163,20 @@ def _client(scheduler: str, workers: int | None) -> Any:
         from distributed import Client, LocalCluster
     except ImportError as e:  # the campaign extra
         raise ValueError("campaigns need Dask: pip install 'ampref[campaign]'") from e
+    if workers is not None:
+        check_count("workers", workers)
     if scheduler == "local":
         n = workers or (os.cpu_count() or 1)
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                dashboard_address=None)
         return Client(cluster)
-    if not scheduler.startswith("tcp://"):
+    if not scheduler.startswith("tcp://") or len(scheduler) <= len("tcp://"):
         raise ValueError(f"scheduler must be 'local' or a tcp://HOST:PORT address, got "
                          f"{scheduler!r}")
-    return Client(scheduler)
+    try:
+        return Client(scheduler, timeout=30)
+    except (ValueError, OSError, TimeoutError) as e:
+        raise ValueError(f"scheduler {scheduler!r} cannot be reached: {e}") from None
 
 
 def run_campaign(cells: list[Cell], results: str | Path, *, scheduler: str | Any = "local",
@@ -185,11 +205,24 @@ def run_campaign(cells: list[Cell], results: str | Path, *, scheduler: str | Any
         bar.close()
     finally:
         if own:
-            cluster = getattr(client, "cluster", None)
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            _close(client)
     return counts
+
+
+def _close(client: Any) -> None:
+    """Close a client and the local cluster it owns in order: workers leave first (they
+    unregister while the scheduler still listens; closing the scheduler under them made
+    a worker's heartbeat log a CommClosedError traceback after a successful campaign),
+    then the client, then the scheduler."""
+    cluster = getattr(client, "cluster", None)
+    if cluster is not None:
+        cluster.scale(0)
+        deadline = time.monotonic() + 10.0
+        while client.scheduler_info().get("workers") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    client.close()
+    if cluster is not None:
+        cluster.close()
 
 
 def _bar(n: int, enabled: bool) -> Any:

@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from ampref import kernels
 from ampref.kernels.threads import ENV_THREADS
+from ampref.common.checks import check_flag
 from ampref.formats.cast import decode, encode, quantize, quantize_with_words
 from ampref.formats.table import Encoding, Format, get_format
 from ampref.formats.rounding import RoundingMode, get_rounding
@@ -260,7 +261,8 @@ def verify(fmt: str | Format, rounding: str = "nearest_even", *, stride: int = 1
            workers: int = 2, progress: bool = True) -> VerifyResult:
     """Verify all float32 patterns (every ``stride``-th) for one format and mode."""
     fmt_obj, rnd = get_format(fmt), get_rounding(rounding)
-    if not isinstance(stride, int) or stride < 1:
+    saturate, subnormals = check_flag("saturate", saturate), check_flag("subnormals", subnormals)
+    if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
         raise ValueError(f"stride must be a positive int, got {stride!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ValueError(f"workers must be an int in [1, {MAX_WORKERS}] (processes on this "

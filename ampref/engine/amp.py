@@ -149,6 +149,7 @@ class GradScaler:
             RuntimeError: ``step()`` twice before ``update()``, a ``closure`` argument,
                 or no gradients at all ("No inf checks were recorded for this optimizer.").
         """
+        return_found_inf = check_flag("return_found_inf", return_found_inf)
         if not self._enabled:
             ret: Any = optimizer.step(*args, **kwargs)
             return False if return_found_inf else ret

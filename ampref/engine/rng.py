@@ -8,6 +8,7 @@ and a checkpoint stores two integers.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,7 @@ class Generator:
         return lo | (hi << 32)
 
     def bits(self, n: int) -> npt.NDArray[np.uint32]:
+        _check_memory(n)
         out = random_bits(self.seed, self.counter, n)
         self.counter += n
         return out
@@ -83,6 +85,24 @@ class Generator:
                              f"got {sd!r}")
         seed, counter = check_seed(sd["seed"]), _check_counter(sd["counter"])
         self.seed, self.counter = seed, counter
+
+
+#: bytes a draw needs per value at its peak (uint64 indices, hash words, float64 values)
+_BYTES_PER_DRAW = 32
+
+
+def _check_memory(n: int) -> None:
+    """Refuse a draw larger than this machine's memory before allocating it (a layer of
+    absurd size gets a ValueError naming the size, not a MemoryError from NumPy)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not POSIX: let NumPy decide
+        return
+    if n * _BYTES_PER_DRAW > total:
+        raise ValueError(f"drawing {n:,} random values needs about "
+                         f"{n * _BYTES_PER_DRAW / 2**30:,.0f} GiB, more than this machine's "
+                         f"{total / 2**30:,.0f} GiB: a layer or tensor of this size cannot be "
+                         "built here")
 
 
 def _check_counter(counter: Any) -> int:

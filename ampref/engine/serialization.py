@@ -63,6 +63,10 @@ def load(f: str | os.PathLike[str]) -> Any:
         ValueError: not an ampref checkpoint, or its structure is damaged (what is wrong
             named).
     """
+    if not os.path.exists(f):
+        raise FileNotFoundError(f"no checkpoint at {os.fspath(f)!r}")
+    if not zipfile.is_zipfile(f):
+        raise ValueError(f"{os.fspath(f)!r} is not an ampref checkpoint (not an .npz archive)")
     try:
         with np.load(f, allow_pickle=False) as z:
             members = {k: z[k] for k in z.files}

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ampref import kernels
+from ampref.common.checks import check_flag
 from ampref.kernels.srhash import check_seed
 
 from .table import FORMATS, Encoding, Format, get_format
@@ -118,11 +119,11 @@ def _prepare(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode, 
         with np.errstate(over="ignore"):
             # round-to-nearest-even: the double rounding of FMT-DBL-002
             arr = arr.astype(np.float32)
-    if rnd is RoundingMode.STOCHASTIC:
-        if seed is None:
-            raise ValueError("rounding='stochastic' needs seed=<int in [0, 2**64)>; "
-                             "random bits are a function of (seed, element index)")
+    if seed is not None:  # checked under every mode: a bad seed is never silently unused
         seed = check_seed(seed)
+    if rnd is RoundingMode.STOCHASTIC and seed is None:
+        raise ValueError("rounding='stochastic' needs seed=<int in [0, 2**64)>; "
+                         "random bits are a function of (seed, element index)")
     return arr, fmt, rnd, seed, out_dtype
 
 
@@ -167,6 +168,7 @@ def encode(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode = "
     Same arguments and semantics as :func:`quantize`. A NaN input to a format without
     NaN (FP4/FP6) cannot be encoded and raises ``ValueError``.
     """
+    saturate, subnormals = _flags(saturate, subnormals)
     arr, fmt, rnd, seed, _ = _prepare(x, fmt, rounding, via, seed)
     if not fmt.kernel:
         raise ValueError(f"{fmt.name} is a storage-only format without codes; encode "
@@ -211,6 +213,7 @@ def quantize(x: npt.ArrayLike, fmt: str | Format, rounding: str | RoundingMode =
         TypeError: ``x`` is not floating, or ``fmt``/``rounding`` has the wrong type.
         ValueError: unknown format, mode or ``via``; stochastic without a valid seed.
     """
+    saturate, subnormals = _flags(saturate, subnormals)
     arr, fmt, rnd, seed, out_dtype = _prepare(x, fmt, rounding, via, seed)
     if not fmt.kernel:
         return arr.astype(out_dtype)  # float64 holds every float32/float64 value exactly
@@ -225,6 +228,7 @@ def quantize_with_words(x: npt.NDArray[Any], fmt: str | Format, words: Any, *,
     For verification and for backends that draw words for other index layouts; the
     public :func:`quantize` draws ``words`` from (seed, flat index).
     """
+    saturate, subnormals = _flags(saturate, subnormals)
     fmt = get_format(fmt)
     arr = np.asarray(x)
     w = np.asarray(words, dtype=np.uint32)
@@ -232,6 +236,11 @@ def quantize_with_words(x: npt.NDArray[Any], fmt: str | Format, words: Any, *,
         raise ValueError(f"words must have x's shape {arr.shape}, got {w.shape}")
     return _quantized(arr, fmt, RoundingMode.STOCHASTIC.code, saturate, subnormals, None,
                       w).astype(arr.dtype, copy=False)
+
+
+def _flags(saturate: Any, subnormals: Any) -> tuple[bool, bool]:
+    """The two cast flags as bools (a string such as "no" would read as True)."""
+    return check_flag("saturate", saturate), check_flag("subnormals", subnormals)
 
 
 def _float32_layout(fmt: Format) -> bool:

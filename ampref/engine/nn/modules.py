@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import functional as F
 from ..functional.quantized import QuantState, quantized_linear
+from ampref.common.checks import check_flag
 from ampref.kernels.srhash import check_seed
 from ..rng import Generator
 from ..creation import default_generator
@@ -80,7 +81,8 @@ class Linear(Module):
         out_features = _size("out_features", out_features)
         g, k = _gen(seed), 1.0 / math.sqrt(in_features)
         self.weight = Parameter(g.uniform((out_features, in_features), -k, k), backend=backend)
-        self.bias = Parameter(g.uniform((out_features,), -k, k), backend=backend) if bias else None
+        self.bias = Parameter(g.uniform((out_features,), -k, k), backend=backend) \
+            if check_flag("bias", bias) else None
         self.accumulation = accumulation
         #: a training recipe for the three GEMMs (``ampref.recipes.roles.GEMM_RECIPES``),
         #: its profile, the per-layer quantizer state and the stochastic-rounding seed of
@@ -123,7 +125,8 @@ class Conv2d(Module):
         g, k = _gen(seed), 1.0 / math.sqrt(in_channels * kh * kw)
         self.weight = Parameter(g.uniform((out_channels, in_channels, kh, kw), -k, k),
                                 backend=backend)
-        self.bias = Parameter(g.uniform((out_channels,), -k, k), backend=backend) if bias else None
+        self.bias = Parameter(g.uniform((out_channels,), -k, k), backend=backend) \
+            if check_flag("bias", bias) else None
         self.stride, self.padding, self.accumulation = stride, padding, accumulation
 
     def forward(self, x: Tensor) -> Tensor:
@@ -139,6 +142,8 @@ class LayerNorm(Module):
                  backend: str = "numpy") -> None:
         super().__init__()
         self.normalized_shape = _shape("normalized_shape", normalized_shape)
+        elementwise_affine = check_flag("elementwise_affine", elementwise_affine)
+        bias = check_flag("bias", bias)
         bad = isinstance(eps, bool) or not isinstance(eps, (int, float))
         if bad or not (math.isfinite(eps) and eps >= 0):
             raise ValueError(f"LayerNorm eps must be a finite number >= 0, got {eps!r}")
@@ -268,7 +273,8 @@ class MultiheadAttention(Module):
         g = _gen(seed)
         self.qkv = Linear(dim, 3 * dim, seed=g, accumulation=accumulation, backend=backend)
         self.proj = Linear(dim, dim, seed=g, accumulation=accumulation, backend=backend)
-        self.heads, self.causal, self.accumulation = heads, causal, accumulation
+        self.heads, self.accumulation = heads, accumulation
+        self.causal = check_flag("causal", causal)
 
     def forward(self, x: Tensor) -> Tensor:
         B, T, D = x.shape

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ampref.common.checks import check_flag
+
 from ..tensor import Tensor, round_to
 
 __all__ = ["clip_grad_norm_"]
@@ -56,6 +58,7 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm
     if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float, np.floating)) or \
             not (norm_type > 0 or math.isinf(norm_type)) or math.isnan(norm_type):
         raise ValueError(f"norm_type must be a positive number or inf, got {norm_type!r}")
+    error_if_nonfinite = check_flag("error_if_nonfinite", error_if_nonfinite)
     scaled = [p for p in params if p.grad is not None and p.grad_scale is not None]
     if scaled:
         raise RuntimeError(f"clip_grad_norm_ before unscale: {len(scaled)} gradient(s) are still "

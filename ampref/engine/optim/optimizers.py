@@ -104,6 +104,10 @@ class Optimizer:
     def step(self, scaler: LossScaler | None = None) -> bool:
         """Apply one update; with ``scaler``: unscale, check, update the scale, and apply
         only if the scaler says so. Returns True when the weights changed."""
+        if scaler is not None and not isinstance(scaler, LossScaler):
+            raise TypeError(f"scaler must be an ampref LossScaler (or None), got "
+                            f"{type(scaler).__name__}: {scaler!r}; with amp.GradScaler call "
+                            "scaler.step(optimizer)")
         if scaler is not None:
             if not scaler.is_unscaled():
                 self.unscale_(scaler)

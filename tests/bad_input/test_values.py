@@ -1,0 +1,131 @@
+"""Values that used to wrap, be ignored or fail deep inside NumPy get a ValueError or
+TypeError from ampref naming the value (API-ERR-001, issue 28). One row per (call, bad
+value, error type, words); a new parameter is one row."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ampref
+from ampref import accumulation, nn, optim, tensorcore
+from ampref.engine import functional as F
+from ampref.optim import lr_scheduler
+
+
+def _gemm(**kw: Any) -> Any:
+    return tensorcore.gemm(np.ones((4, 16)), np.ones((4, 16)), np.zeros((4, 4)), gpu="h100",
+                           input_format="fp16", **kw)
+
+
+def _as_any(v: Any) -> Any:
+    """A deliberately wrong value, typed Any so that the type checker lets the test pass it."""
+    return v
+
+
+def _opt() -> optim.SGD:
+    return optim.SGD(nn.Linear(2, 2, seed=0).parameters(), lr=0.1)
+
+
+T = ampref.tensor(np.ones((2, 3)))
+LABELS = ampref.tensor([0, 2])
+
+#: (name, call, error type, words in the message)
+ROWS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
+    ("a negative seed under nearest rounding", lambda: ampref.quantize(
+        np.ones(2, np.float32), "bf16", seed=-1), ValueError, r"seed must be in \[0, 2\*\*64\)"),
+    ("tile_rows -1", lambda: _gemm(tile_rows=-1), ValueError, "tile_rows must be an int >= 1"),
+    ("tile_rows as a string", lambda: _gemm(tile_rows="2"), TypeError, "tile_rows must be an int"),
+    ("threads as a float", lambda: _gemm(threads=1.5), TypeError, "threads must be an int"),
+    ("complex matmul operands", lambda: accumulation.matmul(
+        np.ones((2, 2)) * 1j, np.ones((2, 2)), input_format="float32"), TypeError,
+     "real numbers .* complex128"),
+    ("object matmul operands", lambda: accumulation.matmul(
+        np.ones((2, 2), dtype=object), np.ones((2, 2)), input_format="float32"), TypeError,
+     "dtype object"),
+    ("complex dot operands", lambda: accumulation.dot(np.ones(2) * 1j, np.ones(2)), TypeError,
+     "complex128"),
+    ("a scaler given as a string", lambda: _opt().step(scaler=_as_any("torch")), TypeError,
+     "scaler must be an ampref LossScaler"),
+    ("a layer larger than the machine", lambda: nn.Linear(10**6, 10**6), ValueError,
+     "cannot be built here"),
+    ("a parameter listed twice", lambda: optim.SGD(
+        [nn.Linear(2, 2).weight] * 2, lr=0.1), ValueError, "parameter 1 is the same tensor"),
+    ("parameter groups", lambda: optim.SGD(_as_any([{"params": []}]), lr=0.1), TypeError,
+     "parameter groups"),
+    ("a NaN learning rate through param_groups", lambda: _opt().param_groups[0].__setitem__(
+        "lr", float("nan")), ValueError, "learning rate must be a finite number"),
+    ("momentum through param_groups", lambda: _opt().param_groups[0].__setitem__(
+        "momentum", 0.5), ValueError, "fixed at construction"),
+    ("StepLR step_size 0", lambda: lr_scheduler.StepLR(_opt(), 0), ValueError,
+     "step_size must be an int >= 1"),
+    ("a scheduler state with a negative epoch", lambda: lr_scheduler.StepLR(
+        _opt(), 2).load_state_dict({"last_epoch": -3, "base_lrs": [0.1], "last_lr": [0.1]}),
+     ValueError, "last_epoch must be an int >= 0"),
+    ("ragged nested lists", lambda: ampref.tensor([[1, 2], [3]]), ValueError, "ragged"),
+    ("complex tensor data", lambda: ampref.tensor([1j]), TypeError, "real numbers"),
+    ("fractions for an int64 tensor", lambda: ampref.tensor([1.5], dtype="int64"), ValueError,
+     "needs integer values"),
+    ("an integer tensor that requires grad", lambda: ampref.tensor([1], requires_grad=True),
+     ValueError, "only floating-point tensors can require grad"),
+    ("an integer tensor into a float op", lambda: F.relu(LABELS), TypeError,
+     r"relu needs a floating-point tensor, got an integer tensor .* \.float\(\)"),
+    ("integer tensor plus a float", lambda: LABELS + 0.5, TypeError, "cast with .float()"),
+    ("cross_entropy reduction", lambda: F.cross_entropy(T, LABELS, reduction="avg"), ValueError,
+     "reduction must be one of mean, sum, none"),
+    ("a target out of range", lambda: F.cross_entropy(T, ampref.tensor([0, 3])), ValueError,
+     r"targets must lie in \[0, 3\)"),
+    ("dropout p above 1", lambda: F.dropout(T, 1.5, seed=1), ValueError, r"in \[0, 1\]"),
+    ("a negative dropout offset", lambda: F.dropout(T, 0.5, seed=1, offset=-1), ValueError,
+     "offset must be an int >= 0"),
+    ("rand with an integer dtype", lambda: ampref.rand(2, dtype="int64"), ValueError,
+     "use randint"),
+    ("randint with high <= low", lambda: ampref.randint(3, 3, (2,)), ValueError,
+     "high must be greater than low"),
+    ("a negative size", lambda: ampref.zeros(2, -1), ValueError, "sizes must be ints >= 0"),
+    ("manual_seed(-1)", lambda: ampref.manual_seed(-1), ValueError, "seed must be in"),
+    ("split sections that do not add up", lambda: T.split([1, 1], 1), ValueError,
+     "do not add up to the length 3"),
+    ("a Generator state with a bad counter", lambda: ampref.Generator().load_state_dict(
+        {"seed": 1, "counter": -1}), ValueError, "counter must be a non-negative int"),
+]
+
+
+@pytest.mark.clause("API-ERR-001")
+@pytest.mark.parametrize(("call", "kind", "words"), [r[1:] for r in ROWS],
+                         ids=[r[0] for r in ROWS])
+def test_a_bad_value_gets_a_named_error_from_ampref(call: Callable[[], Any],
+                                                    kind: type[Exception], words: str) -> None:
+    with pytest.raises(kind, match=words):
+        call()
+
+
+@pytest.mark.clause("ENG-SER-001")
+def test_save_refuses_what_a_checkpoint_cannot_hold_and_load_names_a_foreign_file(
+        tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"got set at \['a'\]\[1\]"):
+        ampref.save({"a": [1, {2}]}, tmp_path / "x.ckpt")
+    with pytest.raises(TypeError, match="keys must be str"):
+        ampref.save({1: 2}, tmp_path / "x.ckpt")
+    (tmp_path / "junk").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="is not an ampref checkpoint"):
+        ampref.load(tmp_path / "junk")
+    np.savez(tmp_path / "plain.npz", a=np.ones(2))
+    with pytest.raises(ValueError, match="no structure member"):
+        ampref.load(tmp_path / "plain.npz")
+    with pytest.raises(FileNotFoundError):
+        ampref.load(tmp_path / "missing")
+
+
+@pytest.mark.clause("ENG-SER-001")
+def test_a_failed_save_leaves_the_previous_checkpoint_intact(tmp_path: Path) -> None:
+    path = tmp_path / "c.ckpt"
+    ampref.save({"step": 1}, path)
+    before = path.read_bytes()
+    with pytest.raises(TypeError):
+        ampref.save({"step": 2, "bad": object()}, path)
+    assert path.read_bytes() == before and ampref.load(path) == {"step": 1}
