@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from ampref.formats.cast import quantize
 from ampref.formats.table import get_format
-from .tensorcore import CANONICAL_NAN, exponents
+from .tensorcore import CANONICAL_NAN, check_inputs, exponents
 
 __all__ = ["BlockScaledMMA", "BLOCK_SCALED", "block_scaled_dot"]
 
@@ -115,7 +115,9 @@ def block_scaled_dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None
 
     Raises:
         ValueError: unknown GPU/kind/format combination (choices named), K not a
-            multiple of the instruction, or scales of the wrong shape.
+            multiple of the instruction, scales of the wrong shape, or an element or
+            scale that is not a value of its format (element named).
+        TypeError: operands that are not real numbers.
     """
     row = _row(gpu, kind)
     fa, fb = get_format(a_format), get_format(b_format or a_format)
@@ -123,14 +125,19 @@ def block_scaled_dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None
     for f in (fa, fb):
         if f.name not in row.elements:
             raise ValueError(f"{kind} takes {', '.join(row.elements)} elements, got {f.name}")
-    A, B = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    # elements and scales must be values of their formats: the hardware reads codes, so a
+    # value between two codes has no meaning here (it would be silently rounded)
+    codes = "block-scaled MMA reads codes: quantize with ampref.quantize first"
+    A = check_inputs(a, fa, "a", False, "nearest_even", codes)
+    B = check_inputs(b, fb, "b", False, "nearest_even", codes)
     # not broadcast up front: per-operand work (exponents) stays at the operand's size
     if A.ndim == 0 or B.ndim == 0 or A.shape[-1] != B.shape[-1]:
         raise ValueError(f"a and b need the same last axis (K), got {A.shape} and {B.shape}")
     K = A.shape[-1]
     if K % row.k:
         raise ValueError(f"K = {K} is not a multiple of {kind}'s K = {row.k}")
-    SA, SB = np.asarray(scale_a, np.float64), np.asarray(scale_b, np.float64)
+    SA = check_inputs(scale_a, fs, "scale_a", False, "nearest_even", codes)
+    SB = check_inputs(scale_b, fs, "scale_b", False, "nearest_even", codes)
     per = K // SA.shape[-1] if SA.ndim and SA.shape[-1] else 0
     if (fs.name, per) not in row.scales or SB.shape[-1:] != SA.shape[-1:]:
         raise ValueError(f"{kind} takes scales {row.scales} (format, elements per scale); got "

@@ -112,7 +112,8 @@ def block_fma(a: npt.NDArray[Any], b: npt.NDArray[Any],
 
 
 def check_inputs(x: Any, fmt: Format, what: str, quantize_inputs: bool,
-                 rounding: str) -> npt.NDArray[Any]:
+                 rounding: str, advice: str = "pass quantize_inputs=True to round inputs "
+                 "first") -> npt.NDArray[Any]:
     """``x`` as float64 after checking that it is an array of at least one dimension (the
     k axis) whose values ``fmt`` represents (or rounding them, with ``quantize_inputs``).
 
@@ -144,7 +145,7 @@ def check_inputs(x: Any, fmt: Format, what: str, quantize_inputs: bool,
         i = np.unravel_index(int(np.flatnonzero(bad)[0]), x64.shape)
         where = ", ".join(map(str, i))
         raise ValueError(f"{what}[{where}] = {float(x64[i])!r} is not representable in "
-                         f"{fmt.name}; pass quantize_inputs=True to round inputs first")
+                         f"{fmt.name}; {advice}")
     return x64
 
 

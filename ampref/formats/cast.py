@@ -231,7 +231,14 @@ def quantize_with_words(x: npt.NDArray[Any], fmt: str | Format, words: Any, *,
     saturate, subnormals = _flags(saturate, subnormals)
     fmt = get_format(fmt)
     arr = np.asarray(x)
-    w = np.asarray(words, dtype=np.uint32)
+    raw = np.asarray(words)
+    if raw.dtype.kind not in "iu" or (raw.size and (int(raw.min()) < 0
+                                                    or int(raw.max()) >= 1 << 32)):
+        raise ValueError(f"words must be integers in [0, 2**32) (one 32-bit random word per "
+                         f"element), got dtype {raw.dtype}"
+                         + (f", range [{int(raw.min())}, {int(raw.max())}]"
+                            if raw.size and raw.dtype.kind in "iu" else ""))
+    w = raw.astype(np.uint32)
     if w.shape != arr.shape:
         raise ValueError(f"words must have x's shape {arr.shape}, got {w.shape}")
     return _quantized(arr, fmt, RoundingMode.STOCHASTIC.code, saturate, subnormals, None,

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import ampref
+import ampref.formats.cast
 from ampref import accumulation, nn, optim, tensorcore
+from ampref.accumulation.blockmma import block_scaled_dot
 from ampref.engine import functional as F
 from ampref.optim import lr_scheduler
 
@@ -90,6 +92,15 @@ ROWS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ("manual_seed(-1)", lambda: ampref.manual_seed(-1), ValueError, "seed must be in"),
     ("split sections that do not add up", lambda: T.split([1, 1], 1), ValueError,
      "do not add up to the length 3"),
+    ("a block scale that is not an E8M0 value", lambda: block_scaled_dot(
+        np.ones((1, 32)), np.ones((1, 32)), None, np.full((1, 1), 3.0), np.ones((1, 1))),
+     ValueError, r"scale_a\[0, 0\] = 3.0 is not representable in float8_e8m0fnu"),
+    ("a block element that is not an E4M3 value", lambda: block_scaled_dot(
+        np.full((1, 32), 1.1), np.ones((1, 32)), None, np.ones((1, 1)), np.ones((1, 1))),
+     ValueError, r"a\[0, 0\] = 1.1 is not representable in float8_e4m3fn"),
+    ("random words above 2^32", lambda: ampref.formats.cast.quantize_with_words(
+        np.ones(2, np.float32), "bf16", np.array([1, 2**33])), ValueError,
+     r"words must be integers in \[0, 2\*\*32\).*range \[1, 8589934592\]"),
     ("a Generator state with a bad counter", lambda: ampref.Generator().load_state_dict(
         {"seed": 1, "counter": -1}), ValueError, "counter must be a non-negative int"),
 ]
