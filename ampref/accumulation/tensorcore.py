@@ -230,6 +230,24 @@ def _work_dtype(fin: Format) -> Any:
     return np.float32 if ok else np.float64
 
 
+def _gemm_operands(A: Any, BT: Any, C: Any) -> tuple[Any, Any, Any]:
+    """A (M, K), BT (N, K) and C (M, N) as real arrays of those shapes, or a named error."""
+    out = []
+    for name, v in (("A", A), ("BT", BT), ("C", C)):
+        arr = None if v is None else np.asarray(v)
+        if arr is None or arr.dtype.kind not in "fiub":
+            got = type(v).__name__ if arr is None else f"dtype {arr.dtype}"
+            raise TypeError(f"gemm: {name} must be an array of real numbers, got {got}")
+        out.append(arr)
+    a, bt, c = out
+    if a.ndim != 2 or bt.ndim != 2 or a.shape[1] != bt.shape[1]:
+        raise ValueError(f"gemm: A must be (M, K) and BT (N, K) with one K, got {a.shape} and "
+                         f"{bt.shape}")
+    if c.shape != (a.shape[0], bt.shape[0]):
+        raise ValueError(f"gemm: C must be (M, N) = {(a.shape[0], bt.shape[0])}, got {c.shape}")
+    return a, bt, c
+
+
 def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
          *, gpu: str | TensorCoreGPU, input_format: str | Format,
          output_format: str | Format = "float32", threads: int = 2,
@@ -250,6 +268,7 @@ def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
     threads, tile_rows = check_count("threads", threads), check_count("tile_rows", tile_rows)
     path, lim, fin, fout = block_params(gpu, input_format, output_format, b_format)
     fb, rl = get_format(b_format or fin), get_rules(rules)
+    A, BT, C = _gemm_operands(A, BT, C)
     M, K = A.shape
     N = BT.shape[0]
     D0 = quantize(np.asarray(C, np.float64), fout if fout.name != "float32" else "float32")

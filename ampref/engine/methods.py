@@ -102,7 +102,7 @@ def unsqueeze(self: Any, dim: int) -> Any:
 def squeeze(self: Any, dim: int | None = None) -> Any:
     if dim is None:
         return _F().reshape(self, tuple(s for s in self.shape if s != 1))
-    d = _F().core.dims_of(self, dim)[0] if self.shape else 0
+    d = _F().core.one_dim(self, dim) if self.shape else 0
     if not self.shape or self.shape[d] != 1:
         return _F().reshape(self, self.shape)
     return _F().reshape(self, self.shape[:d] + self.shape[d + 1:])
@@ -173,7 +173,7 @@ def split(self: Any, split_size_or_sections: Any, dim: int = 0) -> tuple[Any, ..
     """Pieces along ``dim``: of ``split_size`` each (the last one shorter), or of the
     listed sizes (which must add up to the dim's length). Each piece is an indexing op
     (values move; gradients flow back into their slice)."""
-    d = _F().core.dims_of(self, dim)[0]
+    d = _F().core.one_dim(self, dim)
     n = self.shape[d]
     s = split_size_or_sections
     if isinstance(s, (int,)) and not isinstance(s, bool):
@@ -197,5 +197,5 @@ def chunk(self: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:
     """``chunks`` pieces along ``dim`` of ceil(length / chunks) each, as torch."""
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
         raise ValueError(f"chunk: chunks must be an int >= 1, got {chunks!r}")
-    n = self.shape[_F().core.dims_of(self, dim)[0]]
+    n = self.shape[_F().core.one_dim(self, dim)]
     return split(self, max(-(-n // chunks), 1), dim)

@@ -63,6 +63,8 @@ def load(f: str | os.PathLike[str]) -> Any:
         ValueError: not an ampref checkpoint, or its structure is damaged (what is wrong
             named).
     """
+    if not isinstance(f, (str, os.PathLike)):
+        raise TypeError(f"load takes a path (str or os.PathLike), got {type(f).__name__}")
     if not os.path.exists(f):
         raise FileNotFoundError(f"no checkpoint at {os.fspath(f)!r}")
     if not zipfile.is_zipfile(f):

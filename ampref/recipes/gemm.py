@@ -95,6 +95,10 @@ def matmul(qa: Quantized, qb: Quantized, *, accumulation: str = "exact") -> npt.
         TypeError/ValueError: not Quantized, not 2-D, different recipes or K, unknown model.
     """
     _check(qa, qb)
+    if not isinstance(accumulation, str):
+        raise TypeError(f"accumulation must be a model name such as 'exact' or "
+                        f"'tensorcore:h100', got {type(accumulation).__name__}: "
+                        f"{accumulation!r}")
     if qa.recipe == "fp8_block":
         return _fp8_block(qa, qb, accumulation)
     if qa.tile == (0, 0):

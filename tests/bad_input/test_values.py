@@ -101,6 +101,24 @@ ROWS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ("random words above 2^32", lambda: ampref.formats.cast.quantize_with_words(
         np.ones(2, np.float32), "bf16", np.array([1, 2**33])), ValueError,
      r"words must be integers in \[0, 2\*\*32\).*range \[1, 8589934592\]"),
+    ("a gemm addend of the wrong shape", lambda: tensorcore.gemm(
+        np.ones((4, 16)), np.ones((4, 16)), np.zeros((3, 3)), gpu="h100", input_format="fp16"),
+     ValueError, r"C must be \(M, N\) = \(4, 4\), got \(3, 3\)"),
+    ("a gemm operand that is not an array", lambda: tensorcore.gemm(
+        _as_any(None), np.ones((4, 16)), np.zeros((4, 4)), gpu="h100", input_format="fp16"),
+     TypeError, "A must be an array of real numbers, got NoneType"),
+    ("recipes.matmul accumulation None", lambda: ampref.recipes.matmul(
+        ampref.recipes.quantize(np.ones((2, 32), np.float32), "mxfp8_e4m3"),
+        ampref.recipes.quantize(np.ones((2, 32), np.float32), "mxfp8_e4m3"),
+        accumulation=_as_any(None)), TypeError, "accumulation must be a model name"),
+    ("softmax over a list of dims", lambda: F.softmax(T, _as_any([1])), TypeError,
+     "dim must be an int|needs one int dim"),
+    ("layer_norm with a complex shape", lambda: F.layer_norm(T, _as_any(np.array([1j]))),
+     TypeError, "normalized_shape must be an int or a tuple/list of ints"),
+    ("masked_fill with a complex value", lambda: F.masked_fill(
+        T, np.zeros((2, 3), bool), _as_any(1j)), TypeError, "value must be a real number"),
+    ("load from something that is not a path", lambda: ampref.load(_as_any(np.ones(2))),
+     TypeError, "load takes a path"),
     ("a Generator state with a bad counter", lambda: ampref.Generator().load_state_dict(
         {"seed": 1, "counter": -1}), ValueError, "counter must be a non-negative int"),
 ]

@@ -19,7 +19,7 @@ from ..indices import IndexTensor
 from ..tensor import Node, Tensor, is_grad_enabled
 
 __all__ = ["F32", "F64", "SCALAR_TYPES", "autocast_args", "autocast_inputs", "backend_of",
-           "check_tensor", "dims_of", "index_data", "expand_grad", "make",
+           "check_tensor", "dims_of", "index_data", "one_dim", "expand_grad", "make",
            "nested_ops", "promote", "shape_of", "sum_to", "to_format", "wide_math"]
 
 F32 = get_format("float32")
@@ -103,6 +103,17 @@ def dims_of(x: Tensor, dim: Any) -> tuple[int, ...]:
             raise ValueError(f"dim {ax} is out of range for a tensor of shape {x.shape} "
                              f"(valid: {-max(x.ndim, 1)} to {max(x.ndim, 1) - 1})")
     return tuple(int(ax) % max(x.ndim, 1) for ax in axs)
+
+
+def one_dim(x: Tensor, dim: Any) -> int:
+    """One normalised dim (softmax, concat, split): an int in [-ndim, ndim).
+
+    Raises:
+        TypeError: not an int (a list or tuple included).
+    """
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"dim must be an int, got {dim!r}")
+    return dims_of(x, dim)[0]
 
 
 def expand_grad(xp: Any, g: Any, shape: tuple[int, ...], axes: tuple[int, ...],

@@ -149,6 +149,8 @@ def masked_fill(input: Tensor, mask: Any, value: float) -> Tensor:
     m = be.xp.asarray(index_data(mask))
     if m.dtype != bool:
         raise TypeError(f"masked_fill needs a boolean mask, got dtype {m.dtype}")
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"masked_fill value must be a real number, got {value!r}")
     fill = round_to(be, be.xp.asarray([value], dtype=be.xp.float64), x.format)[0]
     out = be.xp.where(m, fill, x.data).astype(x.data.dtype)
 

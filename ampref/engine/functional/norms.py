@@ -14,7 +14,8 @@ import numpy as np
 from ampref.backends import Backend  # type: ignore[attr-defined]  # mapped from backends/
 from ampref.formats.table import Format, get_format
 from ..tensor import Tensor, round_to, storage_dtype
-from .core import F32, F64, autocast_args, autocast_inputs, check_tensor, dims_of, make, wide_math
+from .core import (F32, F64, autocast_args, autocast_inputs, check_tensor, make, one_dim,
+                   wide_math)
 
 __all__ = ["layer_norm", "layer_norm_stats", "log_softmax", "log_softmax_grad", "rms_norm",
            "softmax", "softmax_grad"]
@@ -28,7 +29,7 @@ def _shifted_exp(op: str, x: Tensor, dim: int,
     x = check_tensor(x, op)
     if dim is None or isinstance(dim, (tuple, list)):
         raise TypeError(f"{op} needs one int dim, got {dim!r}")
-    axis = dims_of(x, dim)[0]
+    axis = one_dim(x, dim)
     _, forced, _ = autocast_inputs(op, [x])
     fmt = get_format(dtype) if dtype is not None else (forced or x.format)
     be = x.backend
@@ -93,7 +94,11 @@ def _norm_axes(op: str, x: Tensor, normalized_shape: Any,
             weight/bias of another shape (all shapes named).
     """
     shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else \
-        tuple(normalized_shape)
+        tuple(normalized_shape) if isinstance(normalized_shape, (tuple, list)) else None
+    if shape is None or any(isinstance(d, bool) or not isinstance(d, (int, np.integer))
+                            for d in shape):
+        raise TypeError(f"{op}: normalized_shape must be an int or a tuple/list of ints, got "
+                        f"{normalized_shape!r}")
     k = len(shape)
     if k == 0 or k > x.ndim or tuple(x.shape[x.ndim - k:]) != tuple(int(d) for d in shape):
         raise ValueError(f"{op}: normalized_shape {tuple(shape)} must be the trailing dims of the "

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..tensor import Tensor
 from .core import (autocast_inputs, backend_of, check_tensor, dims_of, index_data, make,
-                   promote, sum_to, to_format)
+                   one_dim, promote, sum_to, to_format)
 
 __all__ = ["broadcast_to", "concat", "embedding", "index", "reshape", "transpose"]
 
@@ -103,7 +103,7 @@ def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     ts = [check_tensor(t, "concat") for t in tensors]
     if not ts:
         raise ValueError("concat needs at least one tensor")
-    axis = dims_of(ts[0], dim)[0]
+    axis = one_dim(ts[0], dim)
     be = backend_of(*ts)
     ts, _, _ = autocast_inputs("cat", ts)
     fmt = promote([t.format for t in ts])
