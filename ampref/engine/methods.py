@@ -181,6 +181,10 @@ def split(self: Any, split_size_or_sections: Any, dim: int = 0) -> tuple[Any, ..
             raise ValueError(f"split: split_size must be an int >= 1, got {s}")
         sizes = [min(s, n - a) for a in range(0, n, s)] or [0]
     else:
+        if not isinstance(s, (list, tuple)) or any(
+                isinstance(v, bool) or not isinstance(v, int) for v in s):
+            raise TypeError(f"split: give a size (int) or a list of section sizes (ints), "
+                            f"got {s!r}")
         sizes = [int(v) for v in s]
         if sum(sizes) != n or any(v < 0 for v in sizes):
             raise ValueError(f"split: sections {sizes} do not add up to the length {n} of "
