@@ -4,6 +4,7 @@ value, error type, words); a new parameter is one row."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -158,3 +159,19 @@ def test_a_failed_save_leaves_the_previous_checkpoint_intact(tmp_path: Path) -> 
     with pytest.raises(TypeError):
         ampref.save({"step": 2, "bad": object()}, path)
     assert path.read_bytes() == before and ampref.load(path) == {"step": 1}
+
+
+@pytest.mark.clause("API-ERR-001", "SCL-GSC-001")
+def test_an_fp16_overflow_is_reported_by_the_scaler_and_no_numpy_warning_leaks() -> None:
+    model = nn.Linear(4, 2, seed=0)
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    scaler = ampref.amp.GradScaler("cpu", init_scale=2.0**15)
+    x = ampref.tensor(np.full((2, 4), 6e4, np.float32))  # fp16 products overflow to inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with ampref.autocast(device_type="cuda", dtype=ampref.float16):
+            loss = F.cross_entropy(model(x), ampref.tensor([0, 1]))
+        scaler.scale(loss).backward()
+        assert scaler.step(opt, return_found_inf=True) is True
+        scaler.update()
+    assert scaler.get_scale() == 2.0**14
