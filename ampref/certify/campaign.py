@@ -65,6 +65,11 @@ class Chunk:
         return -(-lo // s) * s, hi
 
 
+def matrix_formats() -> list[str]:
+    """Every format with codes, in the table's order (the matrix's "all")."""
+    return [f for f in FORMATS if get_format(f).kernel]
+
+
 def matrix(formats: str | list[str] = "all", *, stride: int = 1, seed: int = 0,
            roundings: list[str] | None = None, saturate: bool | None = None,
            subnormals: bool | None = None) -> list[Cell]:
@@ -81,7 +86,7 @@ def matrix(formats: str | list[str] = "all", *, stride: int = 1, seed: int = 0,
     if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
         raise ValueError(f"stride must be a positive int, got {stride!r}")
     check_seed(seed)
-    coded = [f for f in FORMATS if get_format(f).kernel]
+    coded = matrix_formats()
     names = coded if formats == "all" else [get_format(f).name for f in formats]
     for n in names:
         if n not in coded:

@@ -21,13 +21,13 @@ from typing import Any
 from . import campaign
 
 __all__ = ["CLAUSE", "find_source", "identification", "spec_clauses", "run_tests",
-           "clause_status", "deviations", "conformance", "determinism", "quick_certificates"]
+           "clause_status", "conformance", "determinism", "level_certificates"]
 
 CLAUSE = re.compile(r"\b([A-Z]{2,4}-[A-Z0-9]{2,5}-\d{3})\b")
-_BOLD = re.compile(r"\*\*([A-Z]{2,4}-[A-Z0-9]{2,5}-\d{3})\b(.*?)(?=\*\*[A-Z]{2,4}-[A-Z0-9]{2,5}"
-                   r"-\d{3}\b|\n\s*\n|\n#|\Z)", re.S)
-_DEVIATION = re.compile(r"\*(?:Known [^*\n]*d|D)eviation[^*\n]*:\*(.*?)"
-                        r"(?=\n\s*\n|\n\*\*[A-Z]|\n\*(?:Known|Deviation)|\Z)", re.S)
+# a clause is *defined* where its bold ID opens a line (or a list item); a bold ID inside
+# another clause's text is a reference, not a definition
+_BOLD = re.compile(r"^(?:[-*] )?\*\*([A-Z]{2,4}-[A-Z0-9]{2,5}-\d{3})\b(.*?)(?=^(?:[-*] )?\*\*"
+                   r"[A-Z]{2,4}-[A-Z0-9]{2,5}-\d{3}\b|\n\s*\n|\n#|\Z)", re.S | re.M)
 #: the statement of section 1, with the clauses that guarantee it
 INDEPENDENCE = ("Reference results do not depend on BLAS, threads or the machine: every op "
                 "is deterministic and rounds exact results once (ENG-MM-001, ENG-RED-001, "
@@ -82,17 +82,22 @@ def identification(source: Path) -> dict[str, Any]:
 
 
 def spec_clauses(source: Path) -> list[dict[str, str]]:
-    """Section 2: every clause ID of specs/*.md with its file and text."""
-    out: dict[str, dict[str, str]] = {}
+    """Every clause ID of specs/*.md with the file that defines it and its full text
+    (markdown; the bold markers of the ID's own heading removed). An ID that is only
+    referred to, never defined in bold at a line start, gets the line that names it."""
+    defined: dict[str, dict[str, str]] = {}
+    named: dict[str, dict[str, str]] = {}
     for md in sorted((source / "specs").glob("*.md")):
         text = md.read_text(encoding="utf-8")
-        bodies = {m.group(1): " ".join((m.group(1) + m.group(2)).replace("**", "").split())
-                  for m in _BOLD.finditer(text)}
+        for m in _BOLD.finditer(text):
+            body = m.group(1) + m.group(2).replace("**", "", 1)
+            defined.setdefault(m.group(1), {"id": m.group(1), "file": md.name,
+                                            "text": " ".join(body.split())})
         for line in text.splitlines():
             for cid in CLAUSE.findall(line):
-                if cid not in out:
-                    out[cid] = {"id": cid, "file": md.name,
-                                "text": bodies.get(cid, " ".join(line.split()))[:900]}
+                named.setdefault(cid, {"id": cid, "file": md.name,
+                                       "text": " ".join(line.split())})
+    out = {**named, **defined}
     return [out[k] for k in sorted(out)]
 
 
@@ -106,7 +111,9 @@ def run_tests(source: Path, out: Path, args: list[str] | None = None) -> dict[st
     r = subprocess.run(cmd, cwd=source, env=env, capture_output=True, text=True)
     data = json.loads(ev.read_text()) if ev.exists() else {"exitstatus": r.returncode,
                                                           "items": {}}
-    data.update(seconds=time.perf_counter() - t0, command=" ".join(cmd[1:]),
+    # the command without the output folder, so that two packs compare equal (CRT-QUA-005)
+    data.update(seconds=time.perf_counter() - t0,
+                command=" ".join(cmd[1:]).replace(str(out), "<out>"),
                 tail=r.stdout[-1500:], junit=junit.name)
     return data
 
@@ -127,19 +134,6 @@ def clause_status(clauses: list[dict[str, str]], items: dict[str, Any]) -> list[
         rows.append({**c, "status": status, "tests": [
             {"id": n, "outcome": r["outcome"], "reason": r["reason"][:300]} for n, r in tests]})
     return rows
-
-
-def deviations(source: Path) -> list[dict[str, str]]:
-    """Section 6: every *Deviation:* paragraph of the specs, with the clause above it."""
-    out = []
-    for md in sorted((source / "specs").glob("*.md")):
-        text = md.read_text(encoding="utf-8")
-        for m in _DEVIATION.finditer(text):
-            # the clause the paragraph belongs to: the last one *defined* (in bold) above
-            before = re.findall(r"\*\*([A-Z]{2,4}-[A-Z0-9]{2,5}-\d{3})", text[:m.start()])
-            out.append({"file": md.name, "clause": before[-1] if before else "",
-                        "text": " ".join(m.group(0).split())})
-    return out
 
 
 def conformance(source: Path, items: dict[str, Any]) -> list[dict[str, Any]]:
@@ -179,10 +173,14 @@ def determinism(out: Path, steps: int = 3) -> dict[str, Any]:
             "identical": same}
 
 
-def quick_certificates(out: Path, stride: int, scheduler: str | None) -> Path:
-    """Section 4 at --level quick/full: the whole matrix at ``stride``, in-process chunk by
-    chunk (or on Dask with ``scheduler``); resumes if ``out`` holds earlier chunks."""
-    cells = campaign.matrix("all", stride=stride)
+def level_certificates(out: Path, strides: dict[str, int], scheduler: str | None) -> Path:
+    """Appendix A: the whole matrix, each format at its stride (``strides["default"]``
+    for formats not named), in-process chunk by chunk or on Dask with ``scheduler``;
+    resumes if ``out`` holds earlier chunks."""
+    named = [f for f in strides if f != "default"]
+    rest = [f for f in campaign.matrix_formats() if f not in named]
+    cells = [c for f in named for c in campaign.matrix([f], stride=strides[f])]
+    cells += campaign.matrix(rest, stride=strides["default"]) if rest else []
     if scheduler is not None:
         campaign.run_campaign(cells, out, scheduler=scheduler, progress=False)
     else:

@@ -27,6 +27,10 @@ def atomic_write_with(path: str | os.PathLike[str], write: Callable[[IO[bytes]],
                                 "does not exist")
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
     try:
+        # mkstemp creates 0600; a written file gets the mode open() would give it (0666
+        # less the umask), or the mode of the file it replaces
+        mode = os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o666 & ~_umask()
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -36,6 +40,13 @@ def atomic_write_with(path: str | os.PathLike[str], write: Callable[[IO[bytes]],
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    """The process umask (read by setting and restoring it: POSIX offers no getter)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write(path: str | os.PathLike[str], text: str) -> None:

@@ -19,8 +19,10 @@ pytest.importorskip("jinja2")
 SPEC = """# Toy spec
 
 **TOY-ONE-001 (passes).** One plus one is two.
-**TOY-TWO-001 (fails).** One plus one is three.
-*Deviation (a peer):* the peer says three.
+**TOY-TWO-001 (fails).** One plus one is `three`; paragraphs marked *Deviation (x):* are
+not this one.
+*Deviation (a peer):* the peer says **three**.
+*Impact:* add `1` yourself.
 
 **TOY-SKP-001.** Needs a module that is not there.
 **TOY-UNC-001.** Nobody tests this.
@@ -95,9 +97,10 @@ def test_a_failing_clause_and_a_mismatching_certificate_make_the_report_fail(
     assert any("TOY-TWO-001" in p for p in doc["problems"])
     assert any("e4m3" in p and "1 + 0 mismatches" in p for p in doc["problems"])
     html = (tmp_path / "out" / "certify.html").read_text()
-    assert html.index('class="banner FAILED"') < html.index("1. Tool identification")
+    assert html.index('class="banner FAILED"') < html.index("1. Accomplishment summary")
     assert doc["deviations"] == [{"file": "toy.md", "clause": "TOY-TWO-001",
-                                  "text": "*Deviation (a peer):* the peer says three."}]
+                                  "source": "a peer", "text": "the peer says **three**.",
+                                  "impact": "add `1` yourself."}]
     (vec,) = doc["vectors"]
     assert vec["file"] == "toy.json" and vec["origin"] == ["record_toy.py"]
     assert vec["tests"] == ["test_data.py"] and vec["passed"] == 1

@@ -1,0 +1,228 @@
+"""The evidence pack as qualification data (CRT-QUA-*): its sections and anchors, markdown
+rendered (never raw), the configuration index, the deviation parser on planted texts, the
+PDF (pages, header identity, page numbers, read back with pypdf), reproducible JSON and
+``--diff``, and the levels' strides. One pack is built from a toy source and shared."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ampref.certify import evidence, qualification
+from ampref.cli import main
+
+pytest.importorskip("jinja2")
+pytest.importorskip("markdown_it")
+
+SPEC = """# Toy spec
+
+**TOY-ONE-001 (passes).** One plus `one` is *two*; see **TOY-TWO-001**.
+
+**TOY-TWO-001 (also passes).** Two is `1 + 1`. Paragraphs marked *Deviation (x):* in the
+middle of a sentence are not deviations.
+*Deviation (a peer):* the peer writes `2` as *two*.
+*Impact:* compare numbers, not words.
+"""
+TESTS = '''"""Toy cases: inputs are small integers; the oracle is Python's `+`."""
+import pytest
+
+
+@pytest.mark.clause("TOY-ONE-001")
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_one_plus_k_is_k_plus_one(k: int) -> None:
+    """Adds `k` to one and compares with *k + 1*."""
+    assert 1 + k == k + 1
+
+
+@pytest.mark.clause("TOY-TWO-001")
+def test_two() -> None:
+    assert 1 + 1 == 2
+'''
+
+
+def _source(root: Path) -> Path:
+    (root / "specs").mkdir(parents=True)
+    (root / "tests" / "data").mkdir(parents=True)
+    (root / "specs" / "toy.md").write_text(SPEC)
+    (root / "tests" / "test_toy.py").write_text(TESTS)
+    (root / "tests" / "data" / "v.json").write_text("[1]")
+    (root / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nmarkers = ["clause(*ids): spec clauses"]\n')
+    return root
+
+
+@pytest.fixture(scope="module")
+def packs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, Any]]:
+    from ampref.certify import report
+
+    tmp = tmp_path_factory.mktemp("qual")
+    src = _source(tmp / "src")
+    pdf = shutil.which("chromium") is not None or shutil.which("chromium-browser") is not None
+    doc = report.certify(tmp / "a", source=src, stride=1 << 30, pdf=pdf)
+    report.certify(tmp / "b", source=src, stride=1 << 30)
+    return tmp / "a", tmp / "b", doc
+
+
+class _Text(HTMLParser):
+    """The visible text of an HTML page outside <code> and <style> elements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skip, self.parts = 0, []  # type: tuple[int, list[str]]
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        self.skip += tag in ("code", "style")
+
+    def handle_endtag(self, tag: str) -> None:
+        self.skip -= tag in ("code", "style")
+
+    def handle_data(self, data: str) -> None:
+        if not self.skip:
+            self.parts.append(data)
+
+
+@pytest.mark.clause("CRT-RPT-001", "CRT-QUA-001")
+def test_the_pack_has_every_qualification_item_with_a_contents_and_stable_anchors(
+        packs: tuple[Path, Path, dict[str, Any]]) -> None:
+    html = (packs[0] / "certify.html").read_text()
+    heads = ["1. Accomplishment summary", "2. Configuration index",
+             "3. Tool operational requirements", "4. Verification cases and procedures",
+             "5. Verification results", "6. Problem reports",
+             "7. Known deviations and their impact", "8. Determinism evidence",
+             "Appendix A: exhaustive certificates",
+             "Appendix B: recorded vector sets (conformance with real systems)",
+             "Appendix C: installed files"]
+    pos = [html.index(f">{h}</h2>") for h in heads]
+    assert pos == sorted(pos)
+    for anchor in ("summary", "configuration", "requirements", "cases", "results",
+                   "problem-reports", "deviations", "req-TOY-ONE-001", "VC-0001"):
+        assert f'id="{anchor}"' in html and f'href="#{anchor}"' in html, anchor
+    assert 'id="TOY-TWO-001"' in html  # the clause's result row, for links from outside
+    assert "prepared by" in html and "approved by" in html and "DO-330" in html
+    doc = packs[2]
+    (case,) = [c for c in doc["cases"] if "one_plus" in c["id"]]
+    assert case["name"] == "one plus k is k plus one" and case["outcomes"] == {"passed": 3}
+    assert case["procedure"] == "Adds `k` to one and compares with *k + 1*."
+    assert case["context"] == "Toy cases: inputs are small integers; the oracle is Python's `+`."
+    assert f'title="{case["id"]}"' in html  # the full node ID on hover
+    assert doc["status"] == "PASSED" and doc["reports"] == []
+
+
+@pytest.mark.clause("CRT-QUA-001")
+def test_markdown_is_rendered_so_no_raw_backticks_or_asterisks_remain(
+        packs: tuple[Path, Path, dict[str, Any]]) -> None:
+    html = (packs[0] / "certify.html").read_text()
+    assert "<code>one</code>" in html and "<em>two</em>" in html
+    assert "<strong>TOY-TWO-001</strong>" in html
+    text = _Text()
+    text.feed(html)
+    visible = "".join(text.parts)
+    assert "`" not in visible and "*" not in visible.replace("**", "")
+    assert "**" not in visible
+
+
+@pytest.mark.clause("CRT-QUA-002")
+def test_the_configuration_index_names_commit_state_digests_and_versions(
+        packs: tuple[Path, Path, dict[str, Any]]) -> None:
+    cfg = packs[2]["config"]
+    assert cfg["schema"] == "ampref-certify/2"
+    assert cfg["commit"] == "not a git checkout" and cfg["working_tree"] == "n/a"
+    assert set(cfg["sha256"]) == {"package", "specs", "tests", "vectors"}
+    assert all(re.fullmatch(r"[0-9a-f]{64}", v) for v in cfg["sha256"].values())
+    for name in ("python", "numpy", "ml_dtypes", "scipy", "hypothesis", "pytest", "torch",
+                 "jinja2", "markdown-it-py"):
+        assert name in cfg["versions"]
+    root = Path(__file__).resolve().parents[2]
+    if (root / ".git").exists() and not os.environ.get("AMPREF_TEST_INSTALLED"):
+        here = qualification.configuration(root, evidence.PACKAGE)
+        assert re.fullmatch(r"[0-9a-f]{40}", here["commit"])
+        assert here["working_tree"] in ("clean", "dirty")
+
+
+@pytest.mark.clause("CRT-QUA-003")
+def test_only_real_deviation_blocks_are_deviations_and_each_carries_its_impact(
+        tmp_path: Path) -> None:
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "a.md").write_text(
+        "**AAA-ONE-001 (x).** Text that says paragraphs marked *Deviation (y):* exist.\n\n"
+        "*Deviation (peer P):* P rounds up.\n*Impact:* use profile `p`.\n\n"
+        "**AAA-TWO-001 (z).** More.\n*Known lib deviation:* lib flushes.\n\n"
+        "*Deviation (no impact):* stated without one.\n")
+    got = qualification.deviations(tmp_path)
+    assert [(d["clause"], d["source"], d["text"], d["impact"]) for d in got] == [
+        ("AAA-ONE-001", "peer P", "P rounds up.", "use profile `p`."),
+        ("AAA-TWO-001", "lib", "lib flushes.", ""),
+        ("AAA-TWO-001", "no impact", "stated without one.", "")]
+    shipped = qualification.deviations(Path(__file__).resolve().parents[2])
+    if shipped:  # the checkout's specs: every deviation states its impact
+        assert all(d["impact"] for d in shipped), [d for d in shipped if not d["impact"]]
+
+
+@pytest.mark.clause("CRT-QUA-004")
+def test_the_pdf_is_paginated_with_the_configuration_and_page_numbers_on_every_page(
+        packs: tuple[Path, Path, dict[str, Any]]) -> None:
+    pdf = packs[0] / "certify.pdf"
+    if not pdf.exists():
+        pytest.skip("no Chromium on this machine (CI installs Debian's chromium)")
+    pypdf = pytest.importorskip("pypdf")
+    pages = pypdf.PdfReader(pdf).pages
+    assert 3 <= len(pages) <= 60
+    for i, page in enumerate(pages, 1):
+        text = page.extract_text()
+        assert "evidence, quick level, commit not a git checkout (n/a): PASSED" in text, i
+        assert f"{i}/{len(pages)}" in text, i
+    assert "Accomplishment summary" in pages[0].extract_text()
+
+
+@pytest.mark.clause("CRT-QUA-005")
+def test_two_runs_give_the_same_json_apart_from_timestamps_and_durations_and_diff_says_so(
+        packs: tuple[Path, Path, dict[str, Any]], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = (json.loads((p / "certify.json").read_text()) for p in packs[:2])
+    assert a["generated"] != b["generated"] or a["seconds"] != b["seconds"]
+    assert qualification.stable(a) == qualification.stable(b)
+    assert main(["certify", "--diff", str(packs[0] / "certify.json"),
+                 str(packs[1] / "certify.json")]) == 0
+    assert "no differences" in capsys.readouterr().out
+    b["clauses"][0]["status"] = "FAILED"
+    b["config"]["versions"]["numpy"] = "0.0"
+    b["tests"]["items"].popitem()
+    (tmp_path / "new.json").write_text(json.dumps(b))
+    assert main(["certify", "--diff", str(packs[0] / "certify.json"),
+                 str(tmp_path / "new.json")]) == 1
+    out = capsys.readouterr().out
+    assert "clause TOY-ONE-001 status: verified -> FAILED" in out
+    assert "config versions.numpy:" in out and "test removed: tests/test_toy.py::test_two" in out
+    (tmp_path / "bad.json").write_text("[]")
+    assert main(["certify", "--diff", str(tmp_path / "bad.json"), str(tmp_path / "new.json")]) == 2
+
+
+@pytest.mark.clause("CRT-QUA-006")
+def test_the_full_level_covers_fp16_and_bf16_exhaustively_and_strides_the_rest(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from ampref.certify import campaign, report
+
+    assert report.LEVELS["full"] == {"float16": 1, "bfloat16": 1, "default": 257}
+    seen: list[Any] = []
+    monkeypatch.setattr(campaign, "run_serial", lambda cells, out: seen.extend(cells))
+    evidence.level_certificates(tmp_path, report.LEVELS["full"], None)
+    strides = {(c.fmt, c.stride) for c in seen}
+    assert ("float16", 1) in strides and ("bfloat16", 1) in strides
+    assert {s for f, s in strides if f not in ("float16", "bfloat16")} == {257}
+    assert len(seen) == 336 and sum(c.stride == 1 for c in seen) == 56
+
+
+@pytest.mark.clause("CRT-RPT-001")
+def test_pack_files_get_the_usual_file_mode_not_0600(
+        packs: tuple[Path, Path, dict[str, Any]]) -> None:
+    mask = os.umask(0)
+    os.umask(mask)
+    for name in ("certify.json", "certify.html"):
+        assert (packs[0] / name).stat().st_mode & 0o777 == 0o666 & ~mask, name
