@@ -10,6 +10,9 @@ Strategies (need the ``test`` extra, i.e. hypothesis):
 
 Assertions (no hypothesis needed): :func:`assert_bitwise_equal`,
 :func:`assert_within_ulps`; failures print the first differing elements in hex.
+
+Identification (no hypothesis needed): :func:`identify` names the rounding rule a
+black-box cast follows (mode, saturation, subnormals, double rounding via float32).
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ampref.formats.cast import decode
+from ampref.formats.identify import Identification, identify
 from ampref.formats.table import Format, get_format
 
 __all__ = ["representable", "arrays", "hard_cases", "assert_bitwise_equal",
-           "assert_within_ulps", "ordinal"]
+           "assert_within_ulps", "ordinal", "identify", "Identification"]
 
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64, 1: np.uint8}
 

@@ -1,0 +1,89 @@
+"""identify names the rule a black-box cast follows (FMT-IDN-001): a planted cast of
+every variant is named as exactly that variant (and the variants that agree with it on
+every input, which the spec lists); NumPy's and ml_dtypes' own casts are named as the
+variants they implement; casts no variant explains get the closest variant and the first
+unexplained input in hex."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ampref
+from ampref.formats.identify import Variant, battery, variants
+from ampref.testing import identify
+
+NEAREST = ("nearest_even", "nearest_away")
+
+
+def _planted(v: Variant, fmt: str):  # type: ignore[no-untyped-def]
+    def cast(x: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return ampref.quantize(x, fmt, v.rounding, saturate=v.saturate,
+                                   subnormals=v.subnormals,
+                                   via="float32" if v.via_float32 else None)
+    return cast
+
+
+def _equivalent(v: Variant) -> set[Variant]:
+    """v and, for saturating directed modes and round-to-odd, v via float32 or not
+    (FMT-IDN-001)."""
+    if v.rounding in NEAREST or not v.saturate:
+        return {v}
+    return {v, dataclasses.replace(v, via_float32=not v.via_float32)}
+
+
+@pytest.mark.clause("FMT-IDN-001")
+@pytest.mark.parametrize("fmt", ["float8_e4m3fn", "float8_e5m2"])
+def test_a_planted_cast_of_every_variant_is_named_as_that_variant_and_no_other(
+        fmt: str) -> None:
+    for v in variants():
+        got = identify(_planted(v, fmt), fmt)
+        assert set(got.matches) == _equivalent(v), (str(v), str(got))
+        assert got.mismatches == 0 and got.first is None
+
+
+@pytest.mark.clause("FMT-IDN-001")
+def test_numpy_and_ml_dtypes_casts_are_named_as_the_variants_they_implement() -> None:
+    direct = Variant(rounding="nearest_even", saturate=False, subnormals=True,
+                     via_float32=False)
+    via = dataclasses.replace(direct, via_float32=True)
+    with np.errstate(all="ignore"):
+        assert identify(lambda x: x.astype(np.float16), "fp16").matches == (direct,)
+        assert identify(lambda x: x.astype(ml_dtypes.bfloat16), "bf16").matches == (via,)
+        assert identify(lambda x: x.astype(ml_dtypes.float8_e4m3fn), "e4m3").matches == (via,)
+
+
+@pytest.mark.clause("FMT-IDN-001")
+def test_a_cast_no_variant_explains_gets_the_closest_variant_and_the_first_input_in_hex() -> None:
+    def off_by_one_code(x: np.ndarray) -> np.ndarray:
+        q = ampref.quantize(x, "e5m2")
+        q[np.abs(q) == 1.0] = 1.25  # one wrong code, as a table typo would give
+        return q
+
+    got = identify(off_by_one_code, "e5m2")
+    assert got.matches == ()
+    assert got.closest == Variant(rounding="nearest_even", saturate=False, subnormals=True,
+                                  via_float32=False)
+    assert got.first is not None and got.first[2] == 1.25 and abs(got.first[1]) >= 0.875
+    assert got.first[0].startswith("0x") and len(got.first[0]) == 18
+    assert "no variant explains every result" in str(got) and got.first[0] in str(got)
+
+
+@pytest.mark.clause("FMT-IDN-001")
+def test_the_battery_is_fixed_for_a_seed_and_holds_both_signs_and_the_specials() -> None:
+    a, b = battery("bf16", seed=3), battery("bf16", seed=3)
+    assert a.tobytes() == b.tobytes() and battery("bf16", seed=4).tobytes() != a.tobytes()
+    assert np.isinf(a).sum() == 2 and np.isnan(a).sum() == 2
+    assert np.signbit(a[a == 0]).tolist() == [False, True]
+
+
+@pytest.mark.clause("FMT-IDN-001", "API-ERR-001")
+def test_identify_refuses_a_non_callable_and_a_result_of_another_shape() -> None:
+    with pytest.raises(TypeError, match="needs a callable"):
+        identify(3, "e4m3")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="returned shape"):
+        identify(lambda x: x[:3], "e4m3")
