@@ -12,7 +12,8 @@ Assertions (no hypothesis needed): :func:`assert_bitwise_equal`,
 :func:`assert_within_ulps`; failures print the first differing elements in hex.
 
 Identification (no hypothesis needed): :func:`identify` names the rounding rule a
-black-box cast follows (mode, saturation, subnormals, double rounding via float32).
+black-box cast follows (mode, saturation, subnormals, double rounding via float32);
+:func:`identify_block` the profile and scale rule of a block quantizer.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ import numpy.typing as npt
 
 from ampref.formats.cast import decode
 from ampref.formats.identify import Identification, identify
+from ampref.recipes.identify import BlockIdentification, identify_block
 from ampref.formats.table import Format, get_format
 
 __all__ = ["representable", "arrays", "hard_cases", "assert_bitwise_equal",
-           "assert_within_ulps", "ordinal", "identify", "Identification"]
+           "assert_within_ulps", "ordinal", "identify", "Identification", "identify_block",
+           "BlockIdentification"]
 
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64, 1: np.uint8}
 

@@ -1,0 +1,86 @@
+"""identify_block names the profile and scale rule a block quantizer follows
+(REC-IDN-001): each shipped (profile, rule) planted as a black box is named as exactly
+itself; a hand-written OCP MX quantizer (NumPy and ml_dtypes, written here from the OCP
+MX v1.0 text) is named as OCP's floor rule; a quantizer no profile explains gets the
+closest profile and its first miss by row, block and element, in hex."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ampref import recipes
+from ampref.recipes.catalog import RECIPES
+from ampref.recipes.identify import candidates, reference, block_battery
+from ampref.testing import identify_block
+
+NAMES = [r for r in RECIPES if r != "fp8_delayed"]
+
+
+@pytest.mark.clause("REC-IDN-001")
+@pytest.mark.parametrize("recipe", NAMES)
+def test_every_shipped_profile_and_rule_is_named_as_exactly_itself(recipe: str) -> None:
+    for label, opts in candidates(recipe):
+        got = identify_block(reference(recipe, opts), recipe)
+        assert got.matches == (label,), (label, str(got))
+
+
+def _ocp_floor_mxfp8(x: np.ndarray) -> np.ndarray:
+    """OCP MX v1.0 section 6.3, written independently: per block of 32, X = 2^(floor(log2
+    amax) - emax_elem), clamped to E8M0's range; elements x / X rounded to nearest-even
+    with saturation to the element's max (E4M3: emax 8, max 448)."""
+    b = x.reshape(x.shape[0], -1, 32).astype(np.float64)
+    amax = np.max(np.abs(b), axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.floor(np.log2(amax)) - 8
+    e = np.clip(np.where(amax > 0, e, -127), -127, 127)
+    scale = np.exp2(e)
+    q = np.clip(b / scale, -448, 448).astype(np.float32).astype(ml_dtypes.float8_e4m3fn)
+    out = q.astype(np.float64) * scale
+    return out.reshape(x.shape).astype(np.float32)
+
+
+@pytest.mark.clause("REC-IDN-001")
+def test_a_hand_written_ocp_quantizer_is_named_as_the_ocp_floor_rule() -> None:
+    x = block_battery("mxfp8_e4m3")
+    finite: np.ndarray = np.asarray(np.isfinite(x).all(axis=1))
+
+    def ours(m: np.ndarray) -> np.ndarray:
+        out = _ocp_floor_mxfp8(np.where(np.isfinite(m), m, 0))
+        # the OCP text leaves NaN/inf blocks to the implementation: take ampref's OCP rows
+        ref = recipes.quantize(m, "mxfp8_e4m3", profile="ocp", scale_rule="floor").values
+        return np.where(finite[:, None], out, ref)
+
+    got = identify_block(ours, "mxfp8_e4m3")
+    assert "profile=ocp, scale_rule=floor" in got.matches, str(got)
+
+
+@pytest.mark.clause("REC-IDN-001")
+def test_a_quantizer_no_profile_explains_gets_the_closest_and_its_first_miss() -> None:
+    def rounds_elements_half_away(m: np.ndarray) -> Any:
+        q = recipes.quantize(m, "mxfp8_e4m3", profile="ocp", scale_rule="even")
+        v = q.values.copy()
+        v[2, 37] = np.nextafter(v[2, 37], np.float32(np.inf))  # one element off by a bit
+        return v
+
+    got = identify_block(rounds_elements_half_away, "mxfp8_e4m3")
+    assert got.matches == () and got.closest == "profile=ocp, scale_rule=even"
+    assert got.mismatches == 1 and got.first is not None
+    row, block, element, hexed, _, _ = got.first
+    assert (row, block, element) == (2, 1, 5) and hexed.startswith("0x") and len(hexed) == 10
+    assert "row 2, block 1, element 5" in str(got)
+
+
+@pytest.mark.clause("REC-IDN-001", "API-ERR-001")
+def test_identify_block_refuses_delayed_scaling_non_callables_and_other_shapes() -> None:
+    with pytest.raises(ValueError, match="fp8_delayed depends on the amax history"):
+        identify_block(lambda m: m, "fp8_delayed")
+    with pytest.raises(TypeError, match="needs a callable"):
+        identify_block(None, "mxfp4")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="returned shape"):
+        identify_block(lambda m: m[:, :64], "mxfp4")
+    with pytest.raises(ValueError, match="unknown recipe"):
+        identify_block(lambda m: m, "mxfp9")
