@@ -29,8 +29,8 @@ from ampref.recipes.identify import BlockIdentification, identify_block
 from ampref.formats.table import Format, get_format
 
 __all__ = ["representable", "arrays", "hard_cases", "assert_bitwise_equal",
-           "assert_within_ulps", "ordinal", "identify", "Identification", "identify_block",
-           "BlockIdentification"]
+           "assert_within_ulps", "assert_matches", "ordinal", "identify", "Identification",
+           "identify_block", "BlockIdentification"]
 
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64, 1: np.uint8}
 
@@ -44,16 +44,23 @@ def _hex(v: Any, width: int) -> str:
 
 
 def assert_bitwise_equal(actual: npt.ArrayLike, desired: npt.ArrayLike, *,
-                         nan: str = "bitwise", max_report: int = 5, msg: str = "") -> None:
+                         nan: str = "bitwise", max_report: int = 5, msg: str = "",
+                         inputs: npt.ArrayLike | None = None, block: int | None = None) -> None:
     """Assert two arrays hold identical bit patterns (same dtype and shape).
 
     Args:
         nan: ``"bitwise"`` (NaN payloads and signs must match too) or ``"any"`` (any NaN
             equals any NaN; everything else still bitwise).
+        msg: a prefix for the failure message (joined with ": ").
+        inputs: the array that produced ``actual`` (same shape): each reported element
+            shows its input in hex and as ``float.hex`` (``0x1.000002p-119``: the
+            binade and the bits that decide the rounding, which decimal hides).
+        block: block width along the last axis: positions show (block, element).
 
     Raises:
-        AssertionError: with count, indices and hex patterns of the first differences.
-        ValueError: unknown ``nan`` policy.
+        AssertionError: with count, positions (index tuple, block and element) and the
+            hex and exact values of the first differences.
+        ValueError: unknown ``nan`` policy, or ``inputs`` of another shape.
     """
     if nan not in ("bitwise", "any"):
         raise ValueError(f"nan must be 'bitwise' or 'any', got {nan!r}")
@@ -62,9 +69,13 @@ def assert_bitwise_equal(actual: npt.ArrayLike, desired: npt.ArrayLike, *,
         if arr.dtype.kind not in "fiub" or arr.dtype.itemsize not in _UINT:
             raise TypeError(f"assert_bitwise_equal compares real numbers or codes of 1, 2, 4 or "
                             f"8 bytes; {name} has dtype {arr.dtype}")
+    head = f"{msg}: " if msg else ""
     if a.dtype != d.dtype or a.shape != d.shape:
-        raise AssertionError(f"{msg}dtype/shape differ: actual {a.dtype}{a.shape}, "
+        raise AssertionError(f"{head}dtype/shape differ: actual {a.dtype}{a.shape}, "
                              f"desired {d.dtype}{d.shape}")
+    x = None if inputs is None else np.asarray(inputs)
+    if x is not None and x.shape != a.shape:
+        raise ValueError(f"inputs has shape {x.shape}, the outputs {a.shape}")
     ab, db = _bits(a).reshape(-1), _bits(d).reshape(-1)
     bad = ab != db
     if nan == "any" and a.dtype.kind == "f":
@@ -72,11 +83,26 @@ def assert_bitwise_equal(actual: npt.ArrayLike, desired: npt.ArrayLike, *,
     if not bad.any():
         return
     idx = np.flatnonzero(bad)
-    w = a.dtype.itemsize
-    rows = [f"  [{i}] actual {_hex(ab[i], w)} ({a.reshape(-1)[i]!r}) desired "
-            f"{_hex(db[i], w)} ({d.reshape(-1)[i]!r})" for i in idx[:max_report]]
-    raise AssertionError(f"{msg}{idx.size} of {ab.size} elements differ bitwise:\n"
+    rows = [_report_row(int(i), a, d, x, block) for i in idx[:max_report]]
+    raise AssertionError(f"{head}{idx.size} of {ab.size} elements differ bitwise:\n"
                          + "\n".join(rows))
+
+
+def _exact(v: Any) -> str:
+    """A value in hex bits and exactly: float.hex for floats, the integer otherwise."""
+    arr = np.asarray(v)
+    bits = _hex(_bits(arr.reshape(1))[0], arr.dtype.itemsize)
+    return f"{bits} ({float(arr).hex() if arr.dtype.kind == 'f' else int(arr)})"
+
+
+def _report_row(i: int, a: Any, d: Any, x: Any, block: int | None) -> str:
+    pos = tuple(int(k) for k in np.unravel_index(i, a.shape)) if a.ndim else ()
+    where = f"at {pos}"
+    if block and a.ndim:
+        where += f" [block {pos[-1] // block}, element {pos[-1] % block}]"
+    src = "" if x is None else f" input {_exact(x.reshape(-1)[i])};"
+    return (f"  {where}:{src} actual {_exact(a.reshape(-1)[i])} desired "
+            f"{_exact(d.reshape(-1)[i])}")
 
 
 def ordinal(x: npt.ArrayLike, fmt: str | Format | None = None) -> npt.NDArray[np.int64]:
@@ -141,6 +167,48 @@ def assert_within_ulps(actual: npt.ArrayLike, desired: npt.ArrayLike, ulps: int,
 # ----------------------------------------------------------------------------------
 # hypothesis strategies
 # ----------------------------------------------------------------------------------
+def assert_matches(fn: Any, fmt: str | Format, *, rounding: str = "nearest_even",
+                   saturate: bool = False, subnormals: bool = True, via: str | None = None,
+                   max_examples: int = 300, max_size: int = 64) -> None:
+    """Check a cast ``fn`` (float64 array -> values of ``fmt``) against
+    :func:`ampref.quantize` with the given rule on hypothesis-drawn arrays of
+    :func:`hard_cases` (midpoints and their neighbours, subnormal and overflow edges,
+    signed zeros, NaN payloads); NaN results compare as NaN.
+
+    On a failure, hypothesis shrinks to a minimal array, and the error shows each
+    differing element's position, input, result and expected value in hex and exactly,
+    followed by :func:`identify`'s answer: the rule ``fn`` follows instead, or the first
+    input no known rule explains.
+
+    Raises:
+        AssertionError: ``fn`` differs (message as above).
+    """
+    st = _st()
+    from hypothesis import given, settings
+    from hypothesis.extra import numpy as hnp
+
+    from ampref.formats.cast import quantize
+
+    f = get_format(fmt)
+    elems = hard_cases(f, dtype=np.float64)
+
+    @settings(max_examples=max_examples, deadline=None, database=None)
+    @given(hnp.arrays(np.float64, st.integers(1, max_size), elements=elems))
+    def check(x: npt.NDArray[np.float64]) -> None:
+        with np.errstate(all="ignore"):
+            want = quantize(x, f, rounding, saturate=saturate, subnormals=subnormals,
+                            via=via).astype(np.float64)
+            got = np.asarray(fn(x.copy())).astype(np.float64)
+        assert_bitwise_equal(got, want, nan="any", inputs=x,
+                             msg=f"cast to {f.name} vs quantize(rounding={rounding!r}, "
+                                 f"saturate={saturate}, subnormals={subnormals}, via={via!r})")
+
+    try:
+        check()
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{identify(fn, f)}") from None
+
+
 def _st() -> Any:
     try:
         from hypothesis import strategies as st

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -47,7 +49,8 @@ def test_hard_cases_reach_midpoints_specials_and_nan_payloads() -> None:
 def test_bitwise_assertion_reports_hex_of_first_difference() -> None:
     a = np.array([1.0, 0.0, 2.0], np.float32)
     b = np.array([1.0, -0.0, 2.0], np.float32)
-    want = r"1 of 3 elements differ bitwise:\n  \[1\] actual 0x00000000 .* desired 0x80000000"
+    want = (r"1 of 3 elements differ bitwise:\n  at \(1,\): actual 0x00000000 \(0x0.0p\+0\) "
+            r"desired 0x80000000 \(-0x0.0p\+0\)")
     with pytest.raises(AssertionError, match=want):
         assert_bitwise_equal(a, b)
     with pytest.raises(AssertionError, match="dtype/shape differ"):
@@ -73,3 +76,34 @@ def test_ulp_distance_counts_steps_on_the_format_grid() -> None:
         ordinal(np.array([1.0 + 2**-10], np.float32), "bf16")
     x = np.array([1.0], np.float64)
     assert_within_ulps(np.nextafter(x, 2), x, 1)
+
+
+@pytest.mark.clause("FMT-IDN-002")
+def test_assert_matches_passes_a_correct_cast_and_explains_a_half_away_bug_in_hex() -> None:
+    from ampref.testing import assert_matches
+
+    assert_matches(lambda x: x.astype(np.float16), "fp16", max_examples=40)
+
+    def half_away(x: np.ndarray) -> np.ndarray:  # a quantizer with the classic tie bug
+        return ampref.quantize(x, "e4m3", "nearest_away")
+
+    with pytest.raises(AssertionError) as err:
+        assert_matches(half_away, "e4m3")
+    text = str(err.value)
+    assert "1 of 1 elements differ bitwise" in text  # shrunk to one element
+    assert re.search(r"at \(0,\): input 0x[0-9a-f]{16} \(-?0x1\.[0-9a-f]+p-?\d+\); actual 0x", text)
+    assert "rounding=nearest_away, saturate=False, subnormals=True, via=none" in text
+
+
+@pytest.mark.clause("FMT-IDN-002")
+def test_failure_messages_show_position_block_and_exact_values() -> None:
+    x = np.array([[1, 2, 3, 4], [5, 6, 7, 2.0**-119 * (1 + 2.0**-23)]], dtype=np.float32)
+    y = x.copy()
+    y[1, 3] *= 2
+    with pytest.raises(AssertionError, match=(
+            r"^mine: 1 of 8 elements differ bitwise:\n  at \(1, 3\) \[block 1, element 1\]: "
+            r"input 0x04000001 \(0x1\.0000020000000p-119\); actual 0x04000001 .* desired "
+            r"0x04800001 \(0x1\.0000020000000p-118\)$")):
+        assert_bitwise_equal(x, y, inputs=x, block=2, msg="mine")
+    with pytest.raises(ValueError, match="inputs has shape"):
+        assert_bitwise_equal(x, y, inputs=x[0])
