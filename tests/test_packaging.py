@@ -64,7 +64,7 @@ def test_the_package_under_test_is_the_installed_wheel_not_the_checkout() -> Non
     pkg = Path(ampref.__file__).resolve().parent
     assert ROOT not in pkg.parents, pkg
     assert (pkg / "backends" / "cuda" / "ampref_kernels.cuh").is_file()
-    assert (pkg / "policies" / "torch-cuda.toml").is_file()
+    assert (pkg / "policy" / "shipped" / "torch-cuda.toml").is_file()
     # every source file of the checkout is in the wheel (a subpackage missing from
     # pyproject's list would be dropped silently)
     for src_dir, dest in ((ROOT / "ampref", pkg), (ROOT / "backends", pkg / "backends")):
