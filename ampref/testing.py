@@ -69,7 +69,8 @@ def assert_bitwise_equal(actual: npt.ArrayLike, desired: npt.ArrayLike, *,
         if arr.dtype.kind not in "fiub" or arr.dtype.itemsize not in _UINT:
             raise TypeError(f"assert_bitwise_equal compares real numbers or codes of 1, 2, 4 or "
                             f"8 bytes; {name} has dtype {arr.dtype}")
-    head = f"{msg}: " if msg else ""
+    # callers may end msg with their own ": "; one separator either way
+    head = f"{msg.rstrip(': ')}: " if msg.strip(": ") else ""
     if a.dtype != d.dtype or a.shape != d.shape:
         raise AssertionError(f"{head}dtype/shape differ: actual {a.dtype}{a.shape}, "
                              f"desired {d.dtype}{d.shape}")

@@ -60,6 +60,13 @@ class UnsupportedOpError(NotImplementedError):
     """A floating aten op that ampref has no reference for (or not for these arguments)."""
 
 
+def _passes_through(func: Any, name: str, handler: Any, args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> bool:
+    """An op both modes hand to torch unchanged: no ampref handler and exact (views,
+    copies) or without a floating-point output (integer, bool and index ops)."""
+    return handler is None and (name in EXACT or not _floating_output(func, args, kwargs))
+
+
 def _floating_output(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     try:
         out = meta(func, args, kwargs)
@@ -190,7 +197,7 @@ class emulate(_Base):  # noqa: N801 - used as a context manager, like torch.auto
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         handler = HANDLERS.get(name)
-        if handler is None and (name in EXACT or not _floating_output(func, args, kwargs)):
+        if _passes_through(func, name, handler, args, kwargs):
             return func(*args, **kwargs)
         rec = self.report.record(self.path(), name)
         try:
@@ -265,7 +272,7 @@ class shadow(_Base):  # noqa: N801 - a context manager
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         handler = HANDLERS.get(name)
-        if handler is None and (name in EXACT or not _floating_output(func, args, kwargs)):
+        if _passes_through(func, name, handler, args, kwargs):
             return func(*args, **kwargs)
         copies, kw_copies = _clone(args), _clone(kwargs)
         theirs = func(*args, **kwargs)

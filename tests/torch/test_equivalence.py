@@ -119,35 +119,34 @@ def _torch_run(kind: str, mode: str, steps: int) -> tuple[list[float], dict[str,
     return losses, {n: p.detach().numpy().copy() for n, p in tor.named_parameters()}, scaler
 
 
+def _assert_same_run(kind: str, torch_run: Any, engine_run: Any) -> None:
+    """Losses and every final weight of the two runs equal bit for bit (hex on failure)."""
+    (tl, tw, _), (el, ew, _) = torch_run, engine_run
+    assert_bitwise_equal(np.array(tl, np.float32), np.array(el, np.float32),
+                         msg=f"{kind} losses")
+    for name in ew:
+        assert_bitwise_equal(tw[name], ew[name], msg=f"{kind} {name}")
+
+
 @pytest.mark.clause("TRC-EQV-001")
 @pytest.mark.parametrize("kind", ["mlp", "block"])
 def test_fp32_training_under_emulate_equals_the_engine_bit_for_bit(kind: str) -> None:
-    el, ew, _ = _engine_run(kind, "fp32", 4)
-    tl, tw, _ = _torch_run(kind, "fp32", 4)
-    assert_bitwise_equal(np.array(tl, np.float32), np.array(el, np.float32), msg=f"{kind} losses: ")
-    for name in ew:
-        assert_bitwise_equal(tw[name], ew[name], msg=f"{kind} {name}: ")
+    _assert_same_run(kind, _torch_run(kind, "fp32", 4), _engine_run(kind, "fp32", 4))
 
 
 @pytest.mark.clause("TRC-EQV-002")
 @pytest.mark.parametrize("kind", ["mlp", "block"])
 def test_bf16_autocast_training_under_emulate_equals_the_engine(kind: str) -> None:
-    el, ew, _ = _engine_run(kind, "amp-bf16", 3)
-    tl, tw, _ = _torch_run(kind, "amp-bf16", 3)
-    assert_bitwise_equal(np.array(tl, np.float32), np.array(el, np.float32), msg=f"{kind} losses: ")
-    for name in ew:
-        assert_bitwise_equal(tw[name], ew[name], msg=f"{kind} {name}: ")
+    _assert_same_run(kind, _torch_run(kind, "amp-bf16", 3), _engine_run(kind, "amp-bf16", 3))
 
 
 @pytest.mark.clause("TRC-EQV-003", "TRC-PWO-002")
 def test_fp16_autocast_with_torchs_gradscaler_equals_the_engine_and_its_scaler() -> None:
     el, ew, es = _engine_run("mlp", "amp-fp16", 8)
     tl, tw, ts = _torch_run("mlp", "amp-fp16", 8)
-    assert_bitwise_equal(np.array(tl, np.float32), np.array(el, np.float32), msg="losses: ")
+    _assert_same_run("mlp", (tl, tw, ts), (el, ew, es))
     assert ts.get_scale() == es.get_scale() < 2.0**30  # overflowed, backed off, regrew
     assert es.loss_scaler.skipped_steps()
-    for name in ew:
-        assert_bitwise_equal(tw[name], ew[name], msg=f"{name}: ")
 
 
 @pytest.mark.clause("TRC-EQV-004")
