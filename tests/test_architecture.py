@@ -28,7 +28,7 @@ ROOMS = {
     "ampref.formats": 1,
     "ampref.accumulation": 2,
     "ampref.recipes": 3, "ampref.scaling": 3, "ampref.policy": 3,
-    "ampref.backends": 4,
+    "ampref.backends": 4, "ampref.distributed": 4,
     "ampref.engine": 5,
     "ampref.testing": 5,
     "ampref.training": 6, "ampref.certify": 6, "ampref.torch": 6,
@@ -205,7 +205,7 @@ def test_the_length_checker_sees_a_long_function_and_accepts_a_stated_reason(
 #: what the top of ampref/ holds: the rooms and the four top-level modules
 TOP = {"__init__.py", "__main__.py", "cli.py", "testing.py", "common", "kernels", "formats",
        "accumulation", "recipes", "scaling", "policy", "engine", "training", "certify",
-       "torch"}
+       "torch", "distributed"}
 
 
 @pytest.mark.clause("API-ARC-001")

@@ -194,6 +194,7 @@ def checkpoint_config(out: str | Path) -> tuple[TrainConfig, Path]:
     _, meta = read_checkpoint(last)
     stored = dict(meta["config"])
     stored["skip_steps"] = tuple(stored.get("skip_steps", ()))
+    stored["plant"] = tuple(tuple(p) for p in stored.get("plant", ()))
     try:
         cfg = TrainConfig(steps=int(meta["target_steps"]), **stored)
     except TypeError as e:

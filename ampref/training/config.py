@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ampref.distributed.collectives import REDUCE_DTYPES
+from ampref.distributed.semantics import DEFAULT_DP, DP_PROFILES
 from ampref.scaling.profiles import PROFILES
 
 __all__ = ["DEFAULT_COMPARE", "MAX_MODEL_BYTES", "MODES", "Mode", "RECIPE_PROFILES", "TrainConfig",
@@ -79,6 +81,13 @@ class TrainConfig:
     backend: str = "numpy"
     skip_steps: tuple[int, ...] = field(default=())
     recipe_profile: str = "te"
+    #: data parallelism (DPL-TRN-*): ranks emulated in this process, the framework
+    #: semantics ("" = the loss-scale profile's, DEFAULT_DP), the dtype gradients are
+    #: reduced in, and (step, rank) pairs whose local gradient gets a planted +inf
+    ranks: int = 1
+    dp: str = ""
+    reduce_dtype: str = "float32"
+    plant: tuple[tuple[int, int], ...] = field(default=())
 
     def __post_init__(self) -> None:
         # a configuration validates itself: no invalid TrainConfig can exist
@@ -132,6 +141,7 @@ class TrainConfig:
         if not (math.isfinite(self.static_scale) and 0 < self.static_scale <= f32_max):
             raise TrainError(f"--static-scale must be a positive float32 value (at most 3.4e38), "
                              f"got {self.static_scale!r}")
+        self._validate_parallel()
         if self.backend != "numpy":
             from ampref import backends  # type: ignore[attr-defined]  # mapped from backends/ (pyproject)
 
@@ -139,6 +149,37 @@ class TrainConfig:
                 here = [n for n in backends.names() if backends.available(n)]
                 raise TrainError(f"backend {self.backend!r} is not available here (choices: "
                                  f"{', '.join(here)})")
+
+    def _validate_parallel(self) -> None:
+        if isinstance(self.ranks, bool) or not isinstance(self.ranks, int) or self.ranks < 1:
+            raise TrainError(f"--ranks must be an integer >= 1, got {self.ranks!r}")
+        if self.batch % self.ranks:
+            raise TrainError(f"--batch {self.batch} must be divisible by --ranks {self.ranks} "
+                             "(each rank trains on an equal shard of the batch)")
+        if self.dp and self.dp not in DP_PROFILES:
+            raise TrainError(f"unknown --dp {self.dp!r}; choose one of {', '.join(DP_PROFILES)}")
+        if self.reduce_dtype not in REDUCE_DTYPES:
+            raise TrainError(f"unknown --reduce-dtype {self.reduce_dtype!r}; choose one of "
+                             f"{', '.join(REDUCE_DTYPES)}")
+        for pair in self.plant:
+            ok = (isinstance(pair, tuple) and len(pair) == 2
+                  and all(isinstance(v, int) and not isinstance(v, bool) for v in pair))
+            if not ok or not (0 <= pair[0] and 0 <= pair[1] < self.ranks):
+                raise TrainError(f"--plant-overflow takes STEP@RANK with 0 <= RANK < --ranks "
+                                 f"{self.ranks} and STEP >= 0, got {pair!r}")
+        parallel = self.ranks > 1 or bool(self.plant)
+        if parallel and MODES[self.precision].params != "float32":
+            raise TrainError(f"--ranks/--plant-overflow reduce float32 master gradients; "
+                             f"{self.precision!r} keeps {MODES[self.precision].params} "
+                             "parameters without master weights")
+        if parallel and self.backend != "numpy":
+            raise TrainError("--ranks/--plant-overflow emulate the ranks on the numpy backend "
+                             f"only, got --backend {self.backend}")
+
+    @property
+    def dp_name(self) -> str:
+        """The data-parallel semantics this run uses (``--dp`` or the profile's default)."""
+        return self.dp or DEFAULT_DP[self.profile]
 
     def memory_estimate(self) -> int:
         """Rough bytes of the largest arrays of one step: activations and their
@@ -153,4 +194,10 @@ class TrainConfig:
         if MODES[self.precision].recipe is None:  # only recipe modes have a recipe profile
             d.pop("recipe_profile")
         d["skip_steps"] = list(self.skip_steps)
+        d["plant"] = [list(p) for p in self.plant]
+        # a one-rank run without plants keeps the identity of the runs before data
+        # parallelism, so their checkpoints still resume
+        if self.ranks == 1 and not self.plant and not self.dp and self.reduce_dtype == "float32":
+            for k in ("ranks", "dp", "reduce_dtype", "plant"):
+                d.pop(k)
         return d

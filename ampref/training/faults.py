@@ -28,8 +28,16 @@ class FaultInjection:
 
     def plant(self, params: Sequence[Tensor], step: int) -> None:
         """Write inf or NaN (by the hash) into one element of one parameter gradient."""
-        with_grad = [p for p in params if p.grad is not None]
+        self.plant_arrays([p.grad for p in params if p.grad is not None], step)
+
+    def plant_arrays(self, grads: Sequence[np.ndarray], step: int,
+                     value: float | None = None) -> None:
+        """Write ``value`` (default: inf or NaN by the hash) into the hashed element of the
+        hashed array of ``grads``, in place."""
         k = random_bits_scalar(self.seed ^ 0xFA18, step)
-        p = with_grad[k % len(with_grad)]
-        flat = p.grad.reshape(-1)
-        flat[(k >> 8) % flat.size] = np.inf if k & 1 else np.nan
+        flat = grads[k % len(grads)].reshape(-1)
+        flat[(k >> 8) % flat.size] = (np.inf if k & 1 else np.nan) if value is None else value
+
+    def rank_at(self, step: int, ranks: int) -> int:
+        """The rank whose local gradient is poisoned at an injected step (DPL-TRN-001)."""
+        return random_bits_scalar(self.seed ^ 0xFA19, step) % ranks

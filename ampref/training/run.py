@@ -45,6 +45,7 @@ from ampref.scaling.profiles import PROFILES
 from .stats import StepStats, log2_hist
 from ampref.engine.tensor import Tensor, no_grad, observe_gradients
 from .config import MODES, TrainConfig
+from .dataparallel import DataParallelStep
 
 __all__ = ["CharTransformer", "Run", "RunState", "QUANT_COLUMNS"]
 
@@ -128,6 +129,9 @@ class Run:
                 if isinstance(m, nn.Linear) and name.startswith("block"):
                     m.use_recipe(self.mode.recipe, cfg.recipe_profile, collect=True)
                     self.quantized[name] = m
+        #: the data-parallel step (DPL-TRN-*): N emulated ranks, or a plant on one rank
+        self.parallel: DataParallelStep | None = (
+            DataParallelStep(self) if cfg.ranks > 1 or cfg.plant else None)
         for name, m in self.model.named_modules():
             watched = (nn.TransformerBlock, nn.Linear, nn.LayerNorm, nn.Embedding)
             if name and isinstance(m, watched) and name.count(".") <= 1:
@@ -141,6 +145,16 @@ class Run:
                 if self._capture:
                     self._acts[name] = out.numpy()
         return hook
+
+    def end_capture(self) -> None:
+        """Stop recording activations for this step's histograms."""
+        self._capture = False
+
+    def master_weights(self) -> list[np.ndarray]:
+        """Every parameter's float32 master weight (the parameter itself without one)."""
+        return [np.asarray(p.backend.to_numpy(m) if m is not None else p.numpy(),
+                           dtype=np.float32)
+                for m, p in zip(self.opt.master, self.model.parameters(), strict=True)]
 
     @property
     def scale(self) -> float:
@@ -180,24 +194,17 @@ class Run:
             m.quant_seed = (cfg.seed * 1_000_003 + s) * 64 + i
             if m.quant_state is not None:
                 m.quant_state.keep = last
-        loss = self.loss_on(ids)
-        self._capture = False
-        with observe_gradients(stats):
-            (self.scaler.scale_loss(loss) if self.scaler is not None else loss).backward()
-        injected = self.injected_at(s)
-        if injected:
-            self.faults.plant(self.model.parameters(), s)
         scale_used = self.scale
-        if self.scaler is not None:
-            applied = self.opt.step(scaler=self.scaler)
+        if self.parallel is None:
+            loss_value, applied, injected = self._one_rank(ids, s, stats)
         else:
-            applied = self.opt.step()
+            loss_value, applied, injected, rec["ranks"] = self.parallel.step(ids, s, stats)
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         xp = self.model.parameters()[0].backend.xp
         nz = sum(int(xp.count_nonzero(g)) for g in grads)
         tiny = sum(int(xp.count_nonzero((g != 0) & (xp.abs(g) * scale_used < 2.0**-25)))
                    for g in grads)
-        rec.update(loss=loss.item(), applied=bool(applied), injected=injected, removed=False,
+        rec.update(loss=loss_value, applied=bool(applied), injected=injected, removed=False,
                    scale_after=self.scale, seconds=time.perf_counter() - t0,
                    low_elements=sum(c[0] for c in stats.layers.values()),
                    underflow=sum(c[1] for c in stats.layers.values()),
@@ -218,6 +225,22 @@ class Run:
         self.state.step += 1
         self.state.history.append(rec)
         return rec
+
+    def _one_rank(self, ids: np.ndarray, s: int, stats: StepStats) -> tuple[float, bool, bool]:
+        """Forward, scaled backward, planted fault, and the (scaler's) step on one rank:
+        (loss, applied, injected)."""
+        loss = self.loss_on(ids)
+        self._capture = False
+        with observe_gradients(stats):
+            (self.scaler.scale_loss(loss) if self.scaler is not None else loss).backward()
+        injected = self.injected_at(s)
+        if injected:
+            self.faults.plant(self.model.parameters(), s)
+        if self.scaler is not None:
+            applied = self.opt.step(scaler=self.scaler)
+        else:
+            applied = self.opt.step()
+        return loss.item(), bool(applied), injected
 
     def _record_quant(self, s: int) -> None:
         for name, m in self.quantized.items():

@@ -28,8 +28,8 @@ from .checkpoint import (atomic_savez, latest_checkpoint, load_checkpoint, save_
 from .corpus import Corpus, load_corpus
 from .quantreport import ROLE_NAMES, quant_summary
 from .report import write_compare_plot, write_report
+from .dataparallel import dp_summary, twin_config, weight_gap
 from .run import Run
-from ampref.engine.tensor import Tensor
 from .config import MODES, TrainConfig, TrainError
 
 __all__ = ["compare", "compare_table", "train"]
@@ -89,10 +89,16 @@ def train(cfg: TrainConfig, out: str | Path, *, resume: bool = False, progress: 
             raise TrainError(f"--resume: the checkpoint is at step {run.state.step}, beyond "
                              f"--steps {cfg.steps}")
     bar = _progress(cfg, run.state.step, progress, progress_row)
+    # an N-rank run steps a one-rank twin beside it to measure what the ranks change
+    # (not after a resume: the twin has no checkpoint)
+    twin = Run(twin_config(cfg), corpus) if cfg.ranks > 1 and last is None else None
     done_here = 0
     t_start = time.perf_counter()
     while run.state.step < cfg.steps:
         rec = run.step()
+        if twin is not None:
+            twin.step()
+            rec["vs_one_rank"] = weight_gap(run, twin)
         done_here += 1
         if bar is not None:
             bar.update(1)
@@ -109,17 +115,12 @@ def train(cfg: TrainConfig, out: str | Path, *, resume: bool = False, progress: 
     run.state.wall += time.perf_counter() - t_start
     summary = _summary(run)
     if run.state.step >= cfg.steps:
-        atomic_savez(out / "final.npz", {n: _master_value(run, i, p)
-                                          for i, (n, p) in enumerate(run.model.named_parameters())})
+        names = [n for n, _ in run.model.named_parameters()]
+        atomic_savez(out / "final.npz", dict(zip(names, run.master_weights(), strict=True)))
         _write_metrics(run, out, summary)
         if report:
             write_report(run, out, summary)
     return summary
-
-
-def _master_value(run: Run, i: int, p: Tensor) -> np.ndarray:
-    m = run.opt.master[i]
-    return np.asarray(p.backend.to_numpy(m) if m is not None else p.numpy(), dtype=np.float32)
 
 
 def _progress(cfg: TrainConfig, start: int, enabled: bool, row: int) -> Any:
@@ -151,6 +152,7 @@ def _summary(run: Run) -> dict[str, Any]:
         "quant": quant_summary(run.state.quant_series),
         "wall_s": run.state.wall,
         "steps_per_s": len(steps_timed) / sum(steps_timed) if steps_timed else 0.0,
+        **({"data_parallel": dp_summary(run.cfg, h)} if run.parallel is not None else {}),
     }
 
 
