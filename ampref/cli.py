@@ -142,7 +142,18 @@ def _add_certify(sub: Any) -> None:
 # train flags that map one to one onto TrainConfig fields
 _TRAIN_FIELDS = ("steps", "seed", "batch", "context", "width", "heads", "blocks", "lr", "profile",
                  "static_scale", "inject_nonfinite", "checkpoint_every", "data", "backend",
-                 "recipe_profile")
+                 "recipe_profile", "ranks", "reduce_dtype")
+
+
+def _plants(values: list[str] | None) -> tuple[tuple[int, int], ...]:
+    """``--plant-overflow 30@2 41@0`` (or ``30@2,41@0``) as ((30, 2), (41, 0))."""
+    out = []
+    for item in _list(values, "--plant-overflow"):
+        step, at, rank = item.partition("@")
+        if not at or not step.strip().isdigit() or not rank.strip().isdigit():
+            raise ValueError(f"--plant-overflow takes STEP@RANK (e.g. 30@2), got {item!r}")
+        out.append((int(step), int(rank)))
+    return tuple(out)
 
 
 def _given(args: argparse.Namespace) -> dict[str, Any]:
@@ -158,6 +169,11 @@ def _train(args: argparse.Namespace) -> int:
     from ampref.training.config import DEFAULT_COMPARE, MODES, TrainConfig, TrainError
 
     given = _given(args)
+    if args.plant_overflow is not None:
+        given["plant"] = _plants(args.plant_overflow)
+    dps = None if args.dp is None else _list(args.dp, "--dp")
+    if dps is not None and len(dps) == 1:
+        given["dp"] = dps[0]
     report = not args.no_report
     if args.resume:
         if args.compare is not None:
@@ -198,6 +214,8 @@ def _train(args: argparse.Namespace) -> int:
         raise TrainError(f"--inject-nonfinite needs a mode with a loss scaler that skips "
                          f"non-finite steps (amp-fp16, fp16-static), not {', '.join(modes)}")
     cfg = TrainConfig(precision=modes[0], **given)
+    if dps is not None and len(dps) > 1:
+        return _train_dps(cfg, dps, modes, args, report)
     if one:
         summary = train(cfg, args.out, progress=not args.quiet, report=report)
         print(compare_table([summary]))
@@ -212,6 +230,21 @@ def _train(args: argparse.Namespace) -> int:
     print(compare_table(rows))
     print(f"outputs in {Path(args.out).resolve()} (compare.json, compare.md, compare.png, "
           "one folder per mode)")
+    return 0
+
+
+def _train_dps(cfg: Any, dps: list[str], modes: list[str], args: argparse.Namespace,
+               report: bool) -> int:
+    """``--dp a,b,...``: one mode under several frameworks' data-parallel semantics."""
+    from ampref.training.train import compare_dp, dp_table
+
+    if len(modes) > 1:
+        raise ValueError("--dp with several names compares frameworks on one mode: pass "
+                         "--precision (not --compare)")
+    rows = compare_dp(cfg, dps, args.out, progress=not args.quiet, report=report)
+    print(dp_table(rows))
+    print(f"outputs in {Path(args.out).resolve()} (dp_compare.md, dp_compare.json, one folder "
+          "per semantics)")
     return 0
 
 
@@ -290,6 +323,18 @@ def _add_train(sub: Any) -> None:
                    help=f"loss scale of fp16-static (default {d.static_scale:g})")
     t.add_argument("--inject-nonfinite", type=float, metavar="RATE",
                    help="plant inf/NaN in the gradients of a seeded fraction of steps (default 0)")
+    from ampref.distributed import DP_PROFILES, REDUCE_DTYPES
+
+    t.add_argument("--ranks", type=int,
+                   help="data-parallel ranks emulated in this process; the batch is split "
+                        f"among them (default {d.ranks})")
+    t.add_argument("--dp", nargs="*", default=None, metavar="NAMES",
+                   help=f"data-parallel semantics ({', '.join(DP_PROFILES)}; default: the "
+                        "--profile's); several names (a,b) run one mode under each")
+    t.add_argument("--reduce-dtype", choices=list(REDUCE_DTYPES),
+                   help=f"dtype gradients are reduced in across ranks (default {d.reduce_dtype})")
+    t.add_argument("--plant-overflow", nargs="*", default=None, metavar="STEP@RANK",
+                   help="plant +inf into that rank's local gradient at that step (e.g. 30@2)")
     t.add_argument("--data", default=None,
                    help="a UTF-8 text file instead of the embedded text (first 8 MiB used)")
     t.add_argument("--no-report", action="store_true", help="skip the plots and report.md")

@@ -158,14 +158,44 @@ def _worker(rank: int, ranks: int, port: int, name: str, out: str) -> None:
     dist.destroy_process_group()
 
 
+#: all-reduce vectors: ranks x lengths x dtypes (uneven chunks, empty chunks, 3 ranks)
+AR_RANKS, AR_LENGTHS, AR_DTYPES = (3, 4), (1, 3, 10, 37, 1000, 4099), ("float32", "bfloat16",
+                                                                        "float16")
+
+
+def allreduce_input(rank: int, n: int, dtype: str) -> np.ndarray:
+    """Rank ``rank``'s float32 input of the all-reduce vectors (exponents spread wide, so
+    that the order of the additions shows in the bits)."""
+    g = np.random.default_rng([rank, n, AR_DTYPES.index(dtype)])
+    e = g.integers(-12, 12, size=n) if dtype != "float32" else g.integers(-30, 30, size=n)
+    return (g.standard_normal(n) * 2.0**e).astype(np.float32)
+
+
+def _allreduce_worker(rank: int, ranks: int, port: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=ranks)
+    rec = {}
+    for n in AR_LENGTHS:
+        for dtype in AR_DTYPES:
+            t = torch.from_numpy(allreduce_input(rank, n, dtype)).to(getattr(torch, dtype))
+            dist.all_reduce(t)
+            rec[f"{n}/{dtype}"] = t.float().numpy()
+    if rank == 0:
+        np.savez(os.path.join(out, "allreduce.npz"), **rec)
+    dist.destroy_process_group()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def run(name: str, ranks: int, timeout: float = 120.0) -> list[dict[str, np.ndarray]]:
-    """Run one scenario with ``ranks`` processes; the per-rank records."""
+def _spawn(target: Any, ranks: int, args: tuple[Any, ...], timeout: float) -> None:
+    """Run ``target(rank, ranks, port, *args)`` in ``ranks`` spawned processes."""
     import torch.multiprocessing as mp
 
     # spawned workers import this file by its module name: its folder must be on the
@@ -173,23 +203,34 @@ def run(name: str, ranks: int, timeout: float = 120.0) -> list[dict[str, np.ndar
     here = os.path.dirname(os.path.abspath(__file__))
     if here not in sys.path:
         sys.path.insert(0, here)
+    ctx = mp.get_context("spawn")
+    port = _free_port()
+    procs = [ctx.Process(target=target, args=(r, ranks, port, *args)) for r in range(ranks)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout)
+    bad = [p.exitcode for p in procs if p.exitcode != 0]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    if bad:
+        raise RuntimeError(f"{target.__name__} with {ranks} ranks: worker exit codes {bad}")
+
+
+def run(name: str, ranks: int, timeout: float = 120.0) -> list[dict[str, np.ndarray]]:
+    """Run one scenario with ``ranks`` processes; the per-rank records."""
     with tempfile.TemporaryDirectory() as out:
-        ctx = mp.get_context("spawn")
-        port = _free_port()
-        procs = [ctx.Process(target=_worker, args=(r, ranks, port, name, out))
-                 for r in range(ranks)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(timeout)
-        bad = [p.exitcode for p in procs if p.exitcode != 0]
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        if bad:
-            raise RuntimeError(f"scenario {name} with {ranks} ranks: worker exit codes {bad}")
+        _spawn(_worker, ranks, (name, out), timeout)
         return [dict(np.load(os.path.join(out, f"{name}-{ranks}-{r}.npz")))
                 for r in range(ranks)]
+
+
+def run_allreduce(ranks: int, timeout: float = 120.0) -> dict[str, np.ndarray]:
+    """gloo's all-reduce of :func:`allreduce_input` for every length and dtype."""
+    with tempfile.TemporaryDirectory() as out:
+        _spawn(_allreduce_worker, ranks, (out,), timeout)
+        return dict(np.load(os.path.join(out, "allreduce.npz")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             for r, rec in enumerate(run(name, ranks)):
                 arrays.update({f"{name}/{ranks}/r{r}/{k}": v for k, v in rec.items()})
             print(f"recorded {name} with {ranks} ranks", file=sys.stderr)
+    for ranks in AR_RANKS:
+        arrays.update({f"allreduce/{ranks}/{k}": v for k, v in run_allreduce(ranks).items()})
     meta = {"torch": torch.__version__, "steps": STEPS, "init_scale": INIT_SCALE,
             "growth_interval": GROWTH_INTERVAL, "scenarios": SCENARIOS,
             "plants": {str(n): {f"{s}@{r}": [i, str(v)] for (s, r), (i, v) in plants(n).items()}

@@ -13,9 +13,10 @@ Every rank's contribution is one row of ``stack`` (shape ``(ranks, n)``). Orders
 
 Arithmetic: float32 additions are IEEE float32 adds (round to nearest even). A float16 or
 bfloat16 reduction adds two values in float32 and rounds the sum to the format (c10's
-``Half``/``BFloat16`` ``operator+``): two roundings per addition, which can differ from
-one. Inf and NaN propagate as IEEE addition says: ``inf + -inf`` and anything with NaN is
-NaN; a finite sum beyond the format's range becomes ±inf; subnormal sums are kept.
+``Half``/``BFloat16`` ``operator+``); the two roundings equal one rounding of the exact
+sum (float32 has at least 2p + 2 bits for both formats). Inf and NaN propagate as IEEE
+addition says: ``inf + -inf`` and anything with NaN is NaN; a finite sum beyond the
+format's range becomes ±inf; subnormal sums are kept.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from ampref.engine.tensor import observe_gradients
 from .config import TrainConfig
 from .stats import StepStats
 
-__all__ = ["DataParallelStep", "dp_summary", "max_ulps", "twin_config", "weight_gap"]
+__all__ = ["DataParallelStep", "dp_summary", "dp_table", "max_ulps", "twin_config", "weight_gap"]
 
 
 def max_ulps(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> int:
@@ -63,7 +63,7 @@ class DataParallelStep:
             run.faults.plant_arrays(grads, s)
             planted = True
         if (s, r) in cfg.plant:
-            run.faults.plant_arrays(grads, s, value=float("inf"))
+            run.faults.plant_arrays(grads, s, value=float("inf"), rank=r)
             planted = True
         return loss.item(), grads, planted
 
@@ -141,3 +141,25 @@ def dp_summary(cfg: TrainConfig, history: list[dict[str, Any]]) -> dict[str, Any
             "max_reduce_ulps": max((r["ranks"]["reduce_ulps"] for r in rows), default=0),
             "max_reduce_rel": max((r["ranks"]["reduce_rel"] for r in rows), default=0.0),
             "vs_one_rank": twin[-1] if twin else None}
+
+
+def dp_table(rows: list[dict[str, Any]]) -> str:
+    """One row per data-parallel semantics: each skipped step with the rank that planted
+    the overflow, the ranks whose check fired and the agreed found_inf; the final scale;
+    the reduction's deviation; the distance from the one-rank twin."""
+    lines = ["| semantics | skipped step: planted by / flagged by / found_inf | final scale "
+             "| max reduce error (rel) | weights vs 1 rank: max rel diff, elements differing |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        d = r["data_parallel"]
+        skips = "; ".join(
+            f"{k['step']}: {k['triggered_by'] or '-'} / "
+            f"{[i for i, f in enumerate(k['flagged']) if f] or '-'} / {k['found_inf']:g}"
+            for k in d["skips"]) or "none"
+        twin = d["vs_one_rank"]
+        gap = "-" if twin is None else (f"{twin['max_rel_diff']:.2e}, "
+                                         f"{100 * twin['differ_fraction']:.1f} %")
+        sc = "-" if r["final_scale"] is None else f"{r['final_scale']:g}"
+        lines.append(f"| {d['dp']} ({d['ranks']} ranks, {d['reduce_dtype']}) | {skips} | {sc} "
+                     f"| {d['max_reduce_rel']:.2e} | {gap} |")
+    return "\n".join(lines)

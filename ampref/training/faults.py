@@ -31,10 +31,12 @@ class FaultInjection:
         self.plant_arrays([p.grad for p in params if p.grad is not None], step)
 
     def plant_arrays(self, grads: Sequence[np.ndarray], step: int,
-                     value: float | None = None) -> None:
+                     value: float | None = None, rank: int | None = None) -> None:
         """Write ``value`` (default: inf or NaN by the hash) into the hashed element of the
-        hashed array of ``grads``, in place."""
-        k = random_bits_scalar(self.seed ^ 0xFA18, step)
+        hashed array of ``grads``, in place. With ``rank`` the element is hashed from
+        (step, rank), so two ranks planting at one step hit different elements."""
+        counter = step if rank is None else (step << 16) | rank
+        k = random_bits_scalar(self.seed ^ 0xFA18, counter)
         flat = grads[k % len(grads)].reshape(-1)
         flat[(k >> 8) % flat.size] = (np.inf if k & 1 else np.nan) if value is None else value
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ampref.formats.table import get_format
 from .stats import LOG2_BINS
+from .dataparallel import dp_table
 from .quantreport import what_if_lines, write_quant_plot
 
 __all__ = ["write_report", "write_compare_plot"]
@@ -101,10 +102,44 @@ def write_report(run: Any, out: Path, summary: dict[str, Any]) -> None:
         quant = ["## Quantization (FP8/FP4 GEMMs of the block linears)", "",
                  "![quantization per layer](quantization.png)", "",
                  *what_if_lines(st.what_if, summary["steps"] - 1), ""]
+    if "data_parallel" in summary:
+        quant += _dp_section(plt, run, summary["data_parallel"], h, out / "data_parallel.png")
     from ampref.common.atomicio import atomic_write
 
     atomic_write(str(out / "report.md"), "\n".join(_report_lines(run, summary, fmt_name, quant))
                  + "\n")
+
+
+def _dp_section(plt: Any, run: Any, d: dict[str, Any], h: list[dict[str, Any]],
+                path: Path) -> list[str]:
+    """The data-parallel plot (reduction error and distance from the one-rank twin per
+    step, skipped steps marked with the rank that planted the overflow) and its table."""
+    rows = [r for r in h if "ranks" in r]
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.semilogy([r["step"] for r in rows], [max(r["ranks"]["reduce_rel"], 1e-12) for r in rows],
+                label=f"reduced gradient vs exactly rounded ({d['reduce_dtype']}, {d['dp']})")
+    twin = [r for r in rows if "vs_one_rank" in r]
+    if twin:
+        ax.semilogy([r["step"] for r in twin],
+                    [max(r["vs_one_rank"]["max_rel_diff"], 1e-12) for r in twin],
+                    label="weights vs one rank (max rel. diff)")
+    for k in d["skips"]:
+        ax.axvline(k["step"], color="crimson", linewidth=0.8, linestyle=":")
+        ax.annotate(f"skip, rank {k['triggered_by'] or '-'}", (k["step"], 1e-11), fontsize=7,
+                    rotation=90, color="crimson")
+    ax.set_xlabel("step")
+    ax.set_ylabel("relative difference")
+    ax.set_title(f"{run.cfg.precision}: {d['ranks']} ranks, {d['dp']}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return ["## Data parallelism", "",
+            f"{d['ranks']} ranks emulated with {d['dp']}'s semantics (specs/distributed.md), "
+            f"gradients reduced in {d['reduce_dtype']}; planted overflows (step, rank): "
+            f"{d['planted'] or 'none'}.", "",
+            dp_table([{"data_parallel": d, "final_scale": run.scaler.scale if run.scaler
+                       else None}]), "", f"![data parallel]({path.name})", ""]
 
 
 def _loss_plot(plt: Any, run: Any, h: list[dict[str, Any]], path: Path) -> None:

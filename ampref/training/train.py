@@ -28,11 +28,11 @@ from .checkpoint import (atomic_savez, latest_checkpoint, load_checkpoint, save_
 from .corpus import Corpus, load_corpus
 from .quantreport import ROLE_NAMES, quant_summary
 from .report import write_compare_plot, write_report
-from .dataparallel import dp_summary, twin_config, weight_gap
+from .dataparallel import dp_summary, dp_table, twin_config, weight_gap
 from .run import Run
 from .config import MODES, TrainConfig, TrainError
 
-__all__ = ["compare", "compare_table", "train"]
+__all__ = ["compare", "compare_dp", "compare_table", "dp_table", "train"]
 
 
 def _need_matplotlib() -> None:
@@ -263,3 +263,20 @@ def compare_table(rows: list[dict[str, Any]]) -> str:
                      f"| {r['grad_below_fp16_fraction']:.2e} | "
                      f"{r['steps_per_s']:.2f} | {r['wall_s']:.1f} |")
     return "\n".join(lines)
+
+
+def compare_dp(cfg: TrainConfig, names: list[str], out: str | Path, *, progress: bool = True,
+               report: bool = True) -> list[dict[str, Any]]:
+    """Run ``cfg`` under each data-parallel semantics in ``names`` into ``out/<name>``;
+    write ``out/dp_compare.json`` and ``out/dp_compare.md``; return the summaries."""
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise TrainError(f"--dp lists {', '.join(dup)} more than once")
+    configs = [replace(cfg, dp=n) for n in names]  # validates every name first
+    out = _out_path(out)
+    _check_out(out)
+    rows = [train(c, out / c.dp, progress=progress, report=report) for c in configs]
+    atomic_write(str(out / "dp_compare.json"), json.dumps(rows, indent=1) + "\n")
+    atomic_write(str(out / "dp_compare.md"), dp_table(rows) + "\n")
+    return rows
+

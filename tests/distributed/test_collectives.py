@@ -1,0 +1,134 @@
+"""Sums across ranks. Oracles: gloo's own all-reduce (recorded by
+scripts/record_dp_traces.py for 3 and 4 ranks, lengths 1..4099, three dtypes), hand-derived
+float32 cases whose order shows in the bits, and float64 sums that are exact for the
+operands chosen (then rounded once by ml_dtypes/NumPy)."""
+
+from __future__ import annotations
+
+import importlib.util
+from types import ModuleType
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ampref.distributed import all_reduce, ring_chunks
+from ampref.testing import assert_bitwise_equal
+from paths import DATA, ROOT
+
+TRACES = np.load(DATA / "dp_traces.npz")
+_spec_path = ROOT / "scripts" / "record_dp_traces.py"
+
+
+def recorder_inputs() -> ModuleType:
+    """The recording script, for the inputs it fed gloo (not for any ampref code)."""
+    spec = importlib.util.spec_from_file_location("record_dp_traces_inputs", _spec_path)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+REC = recorder_inputs()
+AR = [(ranks, n, dtype) for ranks in REC.AR_RANKS for n in REC.AR_LENGTHS
+      for dtype in REC.AR_DTYPES]
+
+
+@pytest.mark.clause("DPL-RED-001", "DPL-RED-002", "DPL-CNF-001")
+@pytest.mark.parametrize("ranks,n,dtype", AR)
+def test_the_ring_order_equals_gloos_all_reduce(ranks: int, n: int, dtype: str) -> None:
+    stack = np.stack([REC.allreduce_input(r, n, dtype) for r in range(ranks)])
+    got = np.asarray(all_reduce(stack, order="ring", dtype=dtype)).astype(np.float32)
+    assert_bitwise_equal(got, TRACES[f"allreduce/{ranks}/{n}/{dtype}"],
+                         msg=f"{ranks} ranks, n={n}, {dtype}")
+
+
+@pytest.mark.clause("DPL-RED-001")
+def test_ring_chunks_follow_gloos_segment_grid() -> None:
+    # n=10 floats, 4 ranks: 40 bytes, segments of roundUp(ceil(40/8), 4) = 8 bytes (2
+    # floats), 8 segments, 2 per chunk: chunks of 4, 4, 2 and 0 elements
+    assert ring_chunks(10, 4, 4) == [(0, 4), (4, 8), (8, 10), (10, 10)]
+    # 676 floats, 4 ranks: segments of 340 bytes (85 floats), 8 of them: chunks of 170
+    assert ring_chunks(676, 4, 4) == [(0, 170), (170, 340), (340, 510), (510, 676)]
+    assert ring_chunks(1, 2, 4) == [(0, 1), (1, 1)]
+
+
+ONE, TINY = np.float32(1.0), np.float32(2.0**-24)
+
+
+@pytest.mark.clause("DPL-RED-003")
+@pytest.mark.parametrize("order,want", [
+    ("rank", 1.0),              # 2^-24 + 1 ties to 1, and twice more
+    ("tree", 1.0 + 2.0**-23),   # (2^-24 + 1) + (2^-24 + 2^-24) = 1 + 2^-23
+    ("exact", 1.0 + 2.0**-22),  # 1 + 3 * 2^-24 is a tie between 1 + 2^-23 (odd) and
+                                # 1 + 2^-22 (even)
+    ("ring", 1.0 + 2.0**-22),   # ranks 3, 2, 1, 0: 2^-23, 1 + 2^-23, then the same tie
+])
+def test_orders_round_each_addition_where_they_say(order: str, want: float) -> None:
+    stack = np.array([[TINY], [ONE], [TINY], [TINY]], dtype=np.float32)
+    got = all_reduce(stack, order=order)
+    assert got.dtype == np.float32 and float(got[0]) == want
+
+
+@pytest.mark.clause("DPL-RED-001")
+def test_the_ring_starts_each_chunk_one_rank_below_its_owner() -> None:
+    # one element, 3 ranks: chunk 0 starts at rank 2, then rank 1, then rank 0
+    x = np.array([[ONE], [TINY], [TINY]], dtype=np.float32)
+    assert float(all_reduce(x, order="ring")[0]) == 1.0 + 2.0**-23  # 2^-24 + 2^-24 first
+    assert float(all_reduce(x, order="rank")[0]) == 1.0  # 1 + 2^-24 ties to 1, twice
+    y = np.array([[TINY], [TINY], [ONE]], dtype=np.float32)
+    assert float(all_reduce(y, order="ring")[0]) == 1.0
+    assert float(all_reduce(y, order="rank")[0]) == 1.0 + 2.0**-23
+
+
+@pytest.mark.clause("DPL-RED-002")
+@pytest.mark.parametrize("dtype,np_dtype", [("bfloat16", ml_dtypes.bfloat16),
+                                            ("float16", np.float16)])
+def test_a_low_precision_addition_is_one_rounding_of_the_exact_sum(dtype: str,
+                                                                   np_dtype: type) -> None:
+    g = np.random.default_rng(7)
+    # operands already in the format, exponents within 20 of each other: their float64
+    # sum is exact, so one cast of it is the exactly rounded sum
+    a = (g.standard_normal(50_000) * 2.0 ** g.integers(-10, 10, 50_000)).astype(np_dtype)
+    b = (g.standard_normal(50_000) * 2.0 ** g.integers(-10, 10, 50_000)).astype(np_dtype)
+    want = (a.astype(np.float64) + b.astype(np.float64)).astype(np_dtype)
+    got = all_reduce(np.stack([a, b]), order="rank", dtype=dtype)
+    assert got.dtype == want.dtype
+    assert_bitwise_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.clause("DPL-RED-002")
+def test_infinities_and_nans_propagate_and_a_sum_beyond_range_is_inf() -> None:
+    big = np.float32(3e38)
+    stack = np.array([[np.inf, np.inf, np.nan, big, 60000.0],
+                      [1.0, -np.inf, 1.0, big, 60000.0]], dtype=np.float32)
+    f32 = all_reduce(stack, order="ring")
+    assert f32[0] == np.inf and np.isnan(f32[1]) and np.isnan(f32[2]) and f32[3] == np.inf
+    f16 = all_reduce(stack, order="ring", dtype="float16")
+    assert f16[4] == np.inf  # 120000 is beyond float16's 65504
+
+
+@pytest.mark.clause("DPL-RED-003")
+def test_exact_float16_sums_are_the_exactly_rounded_sum() -> None:
+    g = np.random.default_rng(3)
+    x = (g.standard_normal((4, 5000)) * 2.0 ** g.integers(-20, 10, (4, 5000))).astype(np.float16)
+    want = x.astype(np.float64).sum(axis=0).astype(np.float16)  # exact in float64
+    assert_bitwise_equal(all_reduce(x, order="exact", dtype="float16"), want)
+
+
+@pytest.mark.clause("DPL-ERR-001")
+@pytest.mark.parametrize("kwargs,words", [
+    ({"order": "butterfly"}, ["butterfly", "ring", "rank", "tree", "exact"]),
+    ({"dtype": "float64"}, ["float64", "float32", "bfloat16", "float16"]),
+    ({"order": "exact", "dtype": "bfloat16"}, ["exact", "bfloat16"]),
+])
+def test_unknown_orders_and_dtypes_are_named_with_the_choices(kwargs: dict[str, str],
+                                                              words: list[str]) -> None:
+    with pytest.raises(ValueError) as e:
+        all_reduce(np.zeros((2, 3), np.float32), **kwargs)
+    assert all(w in str(e.value) for w in words)
+
+
+@pytest.mark.clause("DPL-ERR-001")
+def test_a_stack_that_is_not_ranks_by_elements_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"\(ranks, n\).*shape \(3,\)"):
+        all_reduce(np.zeros(3, np.float32))
