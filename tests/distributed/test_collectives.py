@@ -88,9 +88,12 @@ def test_a_low_precision_addition_is_one_rounding_of_the_exact_sum(dtype: str,
     g = np.random.default_rng(7)
     # operands already in the format, exponents within 20 of each other: their float64
     # sum is exact, so one cast of it is the exactly rounded sum
-    a = (g.standard_normal(50_000) * 2.0 ** g.integers(-10, 10, 50_000)).astype(np_dtype)
-    b = (g.standard_normal(50_000) * 2.0 ** g.integers(-10, 10, 50_000)).astype(np_dtype)
-    want = (a.astype(np.float64) + b.astype(np.float64)).astype(np_dtype)
+    def draw() -> np.ndarray:
+        return np.asarray(g.standard_normal(50_000) * 2.0 ** g.integers(-10, 10, 50_000),
+                          dtype=np_dtype)
+
+    a, b = draw(), draw()
+    want: np.ndarray = (a.astype(np.float64) + b.astype(np.float64)).astype(np_dtype)
     got = all_reduce(np.stack([a, b]), order="rank", dtype=dtype)
     assert got.dtype == want.dtype
     assert_bitwise_equal(got.view(np.uint16), want.view(np.uint16))
