@@ -203,7 +203,7 @@ def test_the_length_checker_sees_a_long_function_and_accepts_a_stated_reason(
 
 
 #: what the top of ampref/ holds: the rooms and the four top-level modules
-TOP = {"__init__.py", "__main__.py", "cli.py", "testing.py", "common", "kernels", "formats",
+TOP = {"__init__.py", "__main__.py", "cli.py", "testing", "common", "kernels", "formats",
        "accumulation", "recipes", "scaling", "policy", "engine", "training", "certify",
        "torch", "distributed"}
 

@@ -1,8 +1,10 @@
 """Where two implementations of one recipe disagree, element by element, with the rule
-responsible (specs/recipes.md REC-CMP-001)."""
+responsible (specs/recipes.md REC-CMP-001); a user's quantizer can be one of the sides
+(REC-CMP-002)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -11,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .catalog import PROFILES, get_profile, get_recipe
+from .identify import candidates, reference
 from .quantize import quantize
 from .tiles import Quantized
 
@@ -46,9 +49,11 @@ class Comparison:
     results: dict[str, Quantized]
     pairs: list[PairDiff]
     skipped: dict[str, str]
+    #: the dequantized values of each user implementation, by its name
+    user_values: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        lines = [f"recipe {self.recipe}: {', '.join(self.results)}"]
+        lines = [f"recipe {self.recipe}: {', '.join([*self.results, *self.user_values])}"]
         lines += [f"  {p}: skipped ({why})" for p, why in self.skipped.items()]
         for p in self.pairs:
             lines += p.lines()
@@ -125,27 +130,107 @@ def _pair(x: Any, qa: Quantized, qb: Quantized, limit: int) -> PairDiff:
                     global_scale=bool(gdiff), causes=causes, first=first)
 
 
-def compare(x: npt.ArrayLike, recipe: str, profiles: tuple[str, ...] = ("te", "torchao", "ocp"),
+def _user_side(fn: Callable[..., Any], x: Any, taken: set[str]
+               ) -> tuple[str, npt.NDArray[np.float32]]:
+    name = getattr(fn, "__name__", "user")
+    name = name if name not in taken and name != "<lambda>" else f"user{len(taken)}"
+    x32 = np.asarray(x, np.float32)
+    with np.errstate(all="ignore"):
+        v = np.asarray(fn(x32.copy()), dtype=np.float32)
+    if v.shape != x32.shape:
+        raise ValueError(f"implementation {name!r} returned shape {v.shape} for input shape "
+                         f"{x32.shape}; it must return the dequantized values")
+    return name, v
+
+
+def _explain(recipe: str, x: Any, v: npt.NDArray[np.float32], idx: npt.NDArray[np.int64]
+             ) -> list[str]:
+    """Per element of ``idx``: the (profile, rule) whose value equals ``v``'s, preferring
+    the candidates that explain the most of these elements; candidates that explain the
+    same elements are named together ("a | b")."""
+    flat = v.reshape(-1)[idx]
+    hits = []
+    for label, opts in candidates(recipe):
+        with np.errstate(all="ignore"):
+            ref = np.asarray(reference(recipe, opts)(np.asarray(x, np.float32)),
+                             np.float32).reshape(-1)[idx]
+        hits.append((label, (ref.view(np.uint32) == flat.view(np.uint32))
+                     | (np.isnan(ref) & np.isnan(flat))))
+    merged: list[tuple[str, npt.NDArray[np.bool_]]] = []
+    for label, hit in hits:  # candidates that explain the same elements share one label
+        same = next((i for i, (_, h) in enumerate(merged) if np.array_equal(h, hit)), None)
+        if same is None:
+            merged.append((label, hit))
+        else:
+            merged[same] = (f"{merged[same][0]} | {label}", hit)
+    hits = sorted(merged, key=lambda h: -int(h[1].sum()))  # stable: catalog order
+    out = np.full(idx.size, "no profile gives this value", dtype=object)
+    open_ = np.ones(idx.size, bool)
+    for label, hit in hits:
+        out[open_ & hit] = f"value of {label}"
+        open_ &= ~hit
+    return [str(c) for c in out]
+
+
+def _value_pair(x: Any, recipe: str, a: tuple[str, npt.NDArray[np.float32]],
+                b: tuple[str, npt.NDArray[np.float32]], limit: int) -> PairDiff:
+    """A pair with a user side: values only (a user side has no codes or scales); each
+    difference is attributed to the profile and rule whose value the user side gave."""
+    (na, va), (nb, vb) = a, b
+    fa, fb = va.reshape(-1), vb.reshape(-1)
+    diff = np.flatnonzero((fa.view(np.uint32) != fb.view(np.uint32))
+                          & ~(np.isnan(fa) & np.isnan(fb)))
+    why = _explain(recipe, x, va, diff)
+    causes: dict[str, int] = {}
+    for w in why:
+        causes[f"{na}: {w}"] = causes.get(f"{na}: {w}", 0) + 1
+    xf = np.asarray(x, np.float32).reshape(-1)
+    first = [{"index": int(i), "x": _hex(xf[i]), "codes": "-",
+              "values": f"{_hex(fa[i])}/{_hex(fb[i])}", "cause": f"{na}: {w}"}
+             for i, w in zip(diff[:limit], why[:limit], strict=False)]
+    return PairDiff(a=na, b=nb, elements=int(diff.size), values=int(diff.size), scales=0,
+                    global_scale=False, causes=causes, first=first)
+
+
+def compare(x: npt.ArrayLike, recipe: str,
+            profiles: tuple[str | Callable[..., Any], ...] = ("te", "torchao", "ocp"),
             *, first: int = 5, **kwargs: Any) -> Comparison:
     """Quantize ``x`` under every profile of ``profiles`` that implements ``recipe`` and
     report, per pair, the differing element codes, values and scales, the first
     ``first`` differing elements in hex and the rule each difference comes from.
 
+    A callable in ``profiles`` is a user's implementation (float32 array -> dequantized
+    float32 of the same shape, named by its ``__name__``): its pairs compare values, and
+    each difference names the profile and rule whose value the user's side gave
+    (REC-CMP-002).
+
     Raises:
-        ValueError: unknown recipe or profile, or fewer than two profiles implement it.
+        ValueError: unknown recipe or profile, fewer than two sides, or a user side that
+            returns another shape.
     """
+    # why long: the two kinds of side (profile, user implementation) and their pairs
     rec = get_recipe(recipe)
     results: dict[str, Quantized] = {}
+    users: dict[str, npt.NDArray[np.float32]] = {}
     skipped: dict[str, str] = {}
     for name in profiles:
+        if callable(name):
+            label, values = _user_side(name, x, set(results) | set(users))
+            users[label] = values
+            continue
         p = get_profile(name)
         if rec.name not in p.recipes:
             skipped[p.name] = f"{p.name} has no {rec.name}"
             continue
         results[p.name] = quantize(x, rec, profile=p, **kwargs)
-    if len(results) < 2:
+    if len(results) + len(users) < 2:
         have = [p.name for p in PROFILES.values() if rec.name in p.recipes]
-        raise ValueError(f"compare needs two profiles implementing {rec.name!r}; got "
-                         f"{', '.join(results) or 'none'} (profiles that do: {', '.join(have)})")
+        raise ValueError(f"compare needs two sides implementing {rec.name!r}; got "
+                         f"{', '.join([*results, *users]) or 'none'} (profiles that do: "
+                         f"{', '.join(have)}; or pass your implementation as a callable)")
     pairs = [_pair(x, results[a], results[b], first) for a, b in combinations(results, 2)]
-    return Comparison(recipe=rec.name, results=results, pairs=pairs, skipped=skipped)
+    sides = {**{n: q.values for n, q in results.items()}, **users}
+    pairs += [_value_pair(x, rec.name, (u, users[u]), (o, sides[o]), first)
+              for u in users for o in sides if o != u and (o not in users or o > u)]
+    return Comparison(recipe=rec.name, results=results, pairs=pairs, skipped=skipped,
+                      user_values=users)

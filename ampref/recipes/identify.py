@@ -15,7 +15,8 @@ just below and just above binade edges and at the element format's max times a p
 of two; maxima with every 4-bit mantissa; one outlier in a block of small values;
 elements over 34 binades under one maximum (down to the element format's subnormals,
 where scales one binade apart part ways); an all-zero block; a NaN and an inf in one
-element; amax near the scale format's limits (tiny and huge). K is 128, a multiple of
+element; exact midpoints of the element grid under a power-of-two scale (the ties of the
+element rounding); amax near the scale format's limits (tiny and huge). K is 128, a multiple of
 every recipe's tile width.
 """
 
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ampref.formats.cast import decode
 from ampref.formats.table import get_format
 
 from .catalog import PROFILES, get_recipe
@@ -91,6 +93,17 @@ def block_battery(recipe: str, *, seed: int = 0) -> npt.NDArray[np.float32]:
     special = rng.standard_normal(K)
     special[3], special[40] = np.nan, np.inf
     rows.append(special)
+    # exact ties of the element rounding under a power-of-two scale (block max = the
+    # element's max times 2^k): half-even, half-away and truncation part ways here
+    f = get_format(r.element)
+    grid = np.unique(np.abs(np.asarray(decode(np.arange(1 << f.bits, dtype=np.uint32), f),
+                                       np.float64)))
+    grid = grid[np.isfinite(grid)]
+    mids = (grid[:-1] + grid[1:]) / 2
+    for k in (0, -3):
+        row = rng.choice(mids, K) * rng.choice([-1.0, 1.0], K)
+        row[::16] = emax
+        rows.append(row * 2.0**k)
     rows.append(rng.uniform(-1, 1, K) * 2.0**-130)   # amax near E8M0's smallest scale
     rows.append(rng.uniform(-1, 1, K) * 2.0**126)    # near float32's and E8M0's top
     return np.asarray(rows, dtype=np.float32)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -16,6 +15,7 @@ from ampref import recipes
 from ampref.recipes.catalog import RECIPES
 from ampref.recipes.identify import candidates, reference, block_battery
 from ampref.testing import identify_block
+from planted import ocp_floor_mxfp8
 
 NAMES = [r for r in RECIPES if r != "fp8_delayed"]
 
@@ -28,28 +28,13 @@ def test_every_shipped_profile_and_rule_is_named_as_exactly_itself(recipe: str) 
         assert got.matches == (label,), (label, str(got))
 
 
-def _ocp_floor_mxfp8(x: np.ndarray) -> np.ndarray:
-    """OCP MX v1.0 section 6.3, written independently: per block of 32, X = 2^(floor(log2
-    amax) - emax_elem), clamped to E8M0's range; elements x / X rounded to nearest-even
-    with saturation to the element's max (E4M3: emax 8, max 448)."""
-    b = x.reshape(x.shape[0], -1, 32).astype(np.float64)
-    amax = np.max(np.abs(b), axis=-1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        e = np.floor(np.log2(amax)) - 8
-    e = np.clip(np.where(amax > 0, e, -127), -127, 127)
-    scale = np.exp2(e)
-    q = np.clip(b / scale, -448, 448).astype(np.float32).astype(ml_dtypes.float8_e4m3fn)
-    out = q.astype(np.float64) * scale
-    return out.reshape(x.shape).astype(np.float32)
-
-
 @pytest.mark.clause("REC-IDN-001")
 def test_a_hand_written_ocp_quantizer_is_named_as_the_ocp_floor_rule() -> None:
     x = block_battery("mxfp8_e4m3")
     finite: np.ndarray = np.asarray(np.isfinite(x).all(axis=1))
 
     def ours(m: np.ndarray) -> np.ndarray:
-        out = _ocp_floor_mxfp8(np.where(np.isfinite(m), m, 0))
+        out = ocp_floor_mxfp8(np.where(np.isfinite(m), m, 0))
         # the OCP text leaves NaN/inf blocks to the implementation: take ampref's OCP rows
         ref = recipes.quantize(m, "mxfp8_e4m3", profile="ocp", scale_rule="floor").values
         return np.where(finite[:, None], out, ref)

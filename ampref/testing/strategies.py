@@ -1,0 +1,114 @@
+"""hypothesis strategies for numeric code: values of a format, the inputs that break casts,
+and matrices whose blocks break block-scaled quantizers (need the ``test`` extra)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ampref.formats.cast import decode
+from ampref.formats.table import Format, get_format
+
+__all__ = ["arrays", "hard_cases", "hypothesis_st", "representable"]
+
+
+def hypothesis_st() -> Any:
+    try:
+        from hypothesis import strategies as st
+    except ImportError as e:  # pragma: no cover
+        raise ImportError("ampref.testing strategies need hypothesis: pip install "
+                          "'ampref[test]'") from e
+    return st
+
+
+def representable(fmt: str | Format, *, allow_nan: bool = False, allow_infinity: bool = False,
+                  allow_subnormal: bool = True) -> Any:
+    """Strategy of Python floats exactly representable in ``fmt``."""
+    st = hypothesis_st()
+    fmt = get_format(fmt)
+
+    def ok(code: int) -> bool:
+        v = float(decode(np.array([code], dtype=np.uint32), fmt)[0])
+        if np.isnan(v):
+            return allow_nan
+        if np.isinf(v):
+            return allow_infinity
+        if not allow_subnormal and v != 0 and abs(v) < fmt.tiny:
+            return False
+        return True
+
+    return (st.integers(0, (1 << fmt.bits) - 1).filter(ok)
+            .map(lambda c: float(decode(np.array([c], dtype=np.uint32), fmt)[0])))
+
+
+def arrays(fmt: str | Format, shape: int | tuple[int, ...], *, dtype: Any = np.float32,
+           allow_nan: bool = False, allow_infinity: bool = False) -> Any:
+    """Strategy of arrays (float32 by default) of values representable in ``fmt``."""
+    hypothesis_st()  # a clear ImportError without hypothesis
+    from hypothesis.extra import numpy as hnp
+
+    return hnp.arrays(dtype, shape, elements=representable(
+        fmt, allow_nan=allow_nan, allow_infinity=allow_infinity))
+
+
+def _near(dt: np.dtype[Any], v: float, steps: int) -> float:
+    """``v`` in ``dt``, moved ``steps`` representable neighbours up (or down if negative)."""
+    with np.errstate(over="ignore"):  # a landmark beyond the dtype's range is inf
+        x = dt.type(v)
+        direction = dt.type(np.inf) if steps > 0 else dt.type(-np.inf)
+        for _ in range(abs(steps)):
+            x = np.nextafter(x, direction)
+    return float(x)
+
+
+def _nan_payloads(st: Any, dt: np.dtype[Any]) -> Any:
+    """Strategy of quiet and signalling NaNs of ``dt`` with every payload."""
+    ubits = np.uint32 if dt == np.float32 else np.uint64
+    width = dt.itemsize * 8
+    exp_bits = 8 if width == 32 else 11
+    mant_bits = width - 1 - exp_bits
+    quiet_exp = ((1 << exp_bits) - 1) << mant_bits  # all-ones exponent: inf/NaN
+    return st.integers(1, (1 << mant_bits) - 1).map(
+        lambda p: float(np.array([quiet_exp | p], dtype=ubits).view(dt)[0]))
+
+
+def hard_cases(fmt: str | Format, *, dtype: Any = np.float32) -> Any:
+    """Strategy of inputs that stress a cast to ``fmt`` (in float32 or float64)."""
+    st = hypothesis_st()
+    fmt = get_format(fmt)
+    dt = np.dtype(dtype)
+    if dt not in (np.float32, np.float64):
+        raise ValueError(f"hard_cases dtype must be float32 or float64, got {dt}")
+
+    def near(v: float, steps: int) -> float:
+        return _near(dt, v, steps)
+
+    rep = representable(fmt)
+
+    @st.composite
+    def midpoint(draw: Any) -> float:
+        a = abs(draw(rep))
+        code = int(np.asarray(__import__("ampref").encode(np.float32(a), fmt)))
+        nxt = float(decode(np.array([min(code + 1, fmt.max_code)], dtype=np.uint32), fmt)[0])
+        mid = (a + nxt) / 2 if nxt > a else a + (a - float(decode(
+            np.array([max(code - 1, 0)], dtype=np.uint32), fmt)[0])) / 2
+        sign = draw(st.sampled_from([1.0, -1.0]))
+        return sign * near(mid, draw(st.integers(-2, 2)))
+
+    landmarks = [0.0, -0.0, fmt.tiny, fmt.smallest_subnormal, fmt.smallest_subnormal / 2,
+                 fmt.max, fmt.max * (1 + fmt.eps / 2), fmt.max * (1 + fmt.eps / 4),
+                 fmt.tiny * (1 - fmt.eps / 2), float(np.finfo(dt).max), float(np.finfo(dt).tiny)]
+    boundary = st.builds(lambda v, k, s: s * near(v, k), st.sampled_from(landmarks),
+                         st.integers(-2, 2), st.sampled_from([1.0, -1.0]))
+    nan_payload = _nan_payloads(st, dt)
+    specials = st.sampled_from([np.inf, -np.inf, np.nan])
+    inner = st.one_of(midpoint(), boundary, nan_payload, specials)
+
+    # a named composite, so that the strategy prints as hard_cases('e4m3fn', 'float32')
+    # instead of its chain of lambdas
+    @st.composite
+    def hard_cases(draw: Any, fmt: str, dtype: str) -> Any:
+        return dt.type(draw(inner))
+
+    return hard_cases(fmt.name, dt.name)

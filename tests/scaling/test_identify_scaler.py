@@ -1,0 +1,66 @@
+"""identify_scaler names the framework whose scale-update rules a black box follows
+(SCL-IDN-001). Oracles: torch's own `_amp_update_scale_` kernel (live), a textbook scaler
+written in tests/planted.py, and every profile planted as a black box, which must be named
+together with exactly the profiles that give the same trajectory on the battery."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from ampref.scaling.identify import identify_scaler, scaler_battery, trajectory
+from ampref.scaling.profiles import PROFILES
+from planted import textbook_scaler
+
+INIT, G = 2.0**16, 3
+
+
+def _cfg(name: str):  # type: ignore[no-untyped-def]
+    return replace(PROFILES[name].config, init_scale=INIT, growth_interval=G)
+
+
+@pytest.mark.clause("SCL-IDN-001")
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_profile_is_named_with_exactly_the_profiles_equal_to_it(name: str) -> None:
+    flags = scaler_battery(INIT, G)
+    mine = trajectory(_cfg(name), flags)
+    twins = {n for n in PROFILES if trajectory(_cfg(n), flags) == mine}
+    got = identify_scaler(lambda f: trajectory(_cfg(name), f), init_scale=INIT, growth_interval=G)
+    assert set(got.matches) == twins and name in got.matches, str(got)
+    assert len(twins) <= 2  # only tf-keras and jmp coincide (factors 2 and 1/2)
+
+
+@pytest.mark.clause("SCL-IDN-001")
+def test_torchs_own_update_kernel_is_named_torch() -> None:
+    torch = pytest.importorskip("torch")
+
+    def kernel(flags: list[bool]) -> list[float]:
+        scale, tracker, out = torch.full((), INIT), torch.zeros((), dtype=torch.int32), []
+        for f in flags:
+            torch._amp_update_scale_(scale, tracker, torch.full((), float(f)), 2.0, 0.5, G)
+            out.append(float(scale))
+        return out
+
+    assert identify_scaler(kernel, init_scale=INIT, growth_interval=G).matches == ("torch",)
+
+
+@pytest.mark.clause("SCL-IDN-001")
+def test_a_textbook_float32_scaler_is_torch_and_a_float64_one_no_profile() -> None:
+    ok = identify_scaler(lambda f: textbook_scaler(f, init=INIT, interval=G),
+                         init_scale=INIT, growth_interval=G)
+    assert ok.matches == ("torch",)
+    wide = identify_scaler(lambda f: textbook_scaler(f, init=INIT, interval=G, float32=False),
+                           init_scale=INIT, growth_interval=G)
+    assert wide.matches == () and wide.first is not None
+    step, found, got, want = wide.first
+    assert not found and got is not None and got > 3.4e38  # grew past float32's range
+    assert "first: update" in str(wide)
+
+
+@pytest.mark.clause("SCL-IDN-001", "API-ERR-001")
+def test_identify_scaler_refuses_non_callables_and_bad_parameters() -> None:
+    with pytest.raises(TypeError, match="needs a callable"):
+        identify_scaler([1.0])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="growth_interval"):
+        identify_scaler(lambda f: [], growth_interval=0)
