@@ -28,6 +28,19 @@ def test_the_distribution_installs_one_top_level_package_named_ampref() -> None:
     assert top is not None and top.split() == ["ampref"]
 
 
+@pytest.mark.clause("API-PKG-001")
+def test_every_subpackage_of_the_checkout_is_listed_for_the_wheel() -> None:
+    # a folder missing from pyproject's list imports in the checkout and is absent from
+    # the wheel; CI's installed-wheel run would only see it as an ImportError
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {".".join(("ampref", *p.parent.relative_to(ROOT / "ampref").parts)).rstrip(".")
+             for p in (ROOT / "ampref").rglob("__init__.py") if "__pycache__" not in p.parts}
+    assert found <= listed, f"not in pyproject.toml's packages: {sorted(found - listed)}"
+
+
 def test_backends_are_a_subpackage_of_ampref() -> None:
     assert backends.__name__ == "ampref.backends"
     assert backends.get("numpy").xp.__name__ == "numpy"
