@@ -58,6 +58,26 @@ def test_numpy_and_ml_dtypes_casts_are_named_as_the_variants_they_implement() ->
 
 
 @pytest.mark.clause("FMT-IDN-001")
+def test_torchs_cpu_casts_are_named_as_the_variants_they_implement() -> None:
+    torch = pytest.importorskip("torch")
+    via = Variant(rounding="nearest_even", saturate=False, subnormals=True, via_float32=True)
+    sat = dataclasses.replace(via, saturate=True)
+
+    def cast(dtype: object) -> object:
+        def fn(x: np.ndarray) -> np.ndarray:
+            t = torch.from_numpy(np.asarray(x, np.float64))
+            return t.to(dtype).to(torch.float64).numpy()
+        return fn
+
+    # float64 -> float16/bfloat16/FP8 go through float32 on the CPU; E4M3FN saturates
+    # (even inf becomes 448), E5M2 overflows to inf
+    assert identify(cast(torch.float16), "fp16").matches == (via,)
+    assert identify(cast(torch.bfloat16), "bf16").matches == (via,)
+    assert identify(cast(torch.float8_e4m3fn), "e4m3").matches == (sat,)
+    assert identify(cast(torch.float8_e5m2), "e5m2").matches == (via,)
+
+
+@pytest.mark.clause("FMT-IDN-001")
 def test_a_cast_no_variant_explains_gets_the_closest_variant_and_the_first_input_in_hex() -> None:
     def off_by_one_code(x: np.ndarray) -> np.ndarray:
         q = ampref.quantize(x, "e5m2")
