@@ -6,6 +6,8 @@ unexplained input in hex."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import dataclasses
 
 import ml_dtypes
@@ -63,7 +65,7 @@ def test_torchs_cpu_casts_are_named_as_the_variants_they_implement() -> None:
     via = Variant(rounding="nearest_even", saturate=False, subnormals=True, via_float32=True)
     sat = dataclasses.replace(via, saturate=True)
 
-    def cast(dtype: object) -> object:
+    def cast(dtype: object) -> Callable[[np.ndarray], np.ndarray]:
         def fn(x: np.ndarray) -> np.ndarray:
             t = torch.from_numpy(np.asarray(x, np.float64))
             return t.to(dtype).to(torch.float64).numpy()
