@@ -119,6 +119,9 @@ def candidates(recipe: str) -> list[tuple[str, dict[str, Any]]]:
             out += [(f"profile={p.name}, scale_rule={rule}", {"profile": p.name,
                                                                "scale_rule": rule})
                     for rule in p.mx_rules]
+        elif r.family in ("fp8_block", "per_tensor"):  # scales a power of two, or not
+            out += [(f"profile={p.name}, pow2={pow2}", {"profile": p.name, "pow2": pow2})
+                    for pow2 in (False, True)]
         else:
             out.append((f"profile={p.name}", {"profile": p.name}))
     return out
