@@ -83,8 +83,9 @@ def textbook_scaler(flags: list[bool], *, init: float = 2.0**16, interval: int =
             clean += 1
             if clean == interval + (1 if late_growth else 0):
                 grown = scale * 2.0
-                if not float32 or np.isfinite(np.float32(grown)):
-                    scale = grown
+                with np.errstate(over="ignore"):  # refused: growth to inf
+                    if not float32 or np.isfinite(np.float32(grown)):
+                        scale = grown
                 clean = 0
         if float32:
             scale = float(np.float32(scale))

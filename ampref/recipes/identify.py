@@ -35,7 +35,8 @@ from ampref.formats.table import get_format
 from .catalog import PROFILES, get_recipe
 from .quantize import quantize
 
-__all__ = ["BlockIdentification", "block_battery", "candidates", "identify_block", "reference"]
+__all__ = ["BlockIdentification", "block_battery", "candidates", "element_midpoints",
+           "identify_block", "reference"]
 
 K = 128
 
@@ -60,6 +61,16 @@ class BlockIdentification:
         return (head + f"no profile explains every element; closest: {self.closest} "
                 f"({self.mismatches} mismatches); first: row {r}, block {b}, element {e}, "
                 f"input {h} gave {got!r}, that profile gives {want!r}")
+
+
+def element_midpoints(element: str) -> npt.NDArray[np.float64]:
+    """The midpoints between consecutive nonnegative finite values of a format (the ties
+    of rounding into it)."""
+    f = get_format(element)
+    grid = np.unique(np.abs(np.asarray(decode(np.arange(1 << f.bits, dtype=np.uint32), f),
+                                       np.float64)))
+    grid = grid[np.isfinite(grid)]
+    return (grid[:-1] + grid[1:]) / 2
 
 
 def block_battery(recipe: str, *, seed: int = 0) -> npt.NDArray[np.float32]:
@@ -95,11 +106,7 @@ def block_battery(recipe: str, *, seed: int = 0) -> npt.NDArray[np.float32]:
     rows.append(special)
     # exact ties of the element rounding under a power-of-two scale (block max = the
     # element's max times 2^k): half-even, half-away and truncation part ways here
-    f = get_format(r.element)
-    grid = np.unique(np.abs(np.asarray(decode(np.arange(1 << f.bits, dtype=np.uint32), f),
-                                       np.float64)))
-    grid = grid[np.isfinite(grid)]
-    mids = (grid[:-1] + grid[1:]) / 2
+    mids = element_midpoints(r.element)
     for k in (0, -3):
         row = rng.choice(mids, K) * rng.choice([-1.0, 1.0], K)
         row[::16] = emax
@@ -111,7 +118,7 @@ def block_battery(recipe: str, *, seed: int = 0) -> npt.NDArray[np.float32]:
 
 def candidates(recipe: str) -> list[tuple[str, dict[str, Any]]]:
     r = get_recipe(recipe)
-    out = []
+    out: list[tuple[str, dict[str, Any]]] = []
     for p in PROFILES.values():
         if r.name not in p.recipes:
             continue

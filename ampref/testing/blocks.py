@@ -21,10 +21,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ampref.formats.cast import decode
 from ampref.formats.table import get_format
 from ampref.recipes.catalog import get_recipe
-from ampref.recipes.identify import identify_block
+from ampref.recipes.identify import element_midpoints, identify_block
 from ampref.recipes.quantize import quantize
 
 from .assertions import assert_bitwise_equal
@@ -43,15 +42,6 @@ def block_width(recipe: str) -> int:
     return int(r.default_tile[1] or 32)
 
 
-def _midpoints(element: str) -> npt.NDArray[np.float64]:
-    """Midpoints between consecutive nonnegative finite values of the element format."""
-    f = get_format(element)
-    grid = np.unique(np.abs(np.asarray(decode(np.arange(1 << f.bits, dtype=np.uint32), f),
-                                       np.float64)))
-    grid = grid[np.isfinite(grid)]
-    return (grid[:-1] + grid[1:]) / 2
-
-
 def make_block(kind: str, width: int, element: str, seed: int, k: int, j: int,
                pos: int) -> npt.NDArray[np.float32]:
     """One block of ``width`` float32 values of family ``kind`` for an ``element``-format
@@ -65,7 +55,7 @@ def make_block(kind: str, width: int, element: str, seed: int, k: int, j: int,
         if kind == "normal":
             return (rng.standard_normal(width) * 2.0 ** k).astype(np.float32)
         if kind == "midpoint":  # ties of the element rounding when the scale is 2^k
-            mids = _midpoints(element)
+            mids = element_midpoints(element)
             b = rng.choice(mids, width) * rng.choice([-1.0, 1.0], width)
             b[pos] = sign * emax
             return (b * 2.0 ** k).astype(np.float32)
