@@ -43,7 +43,7 @@ def assert_matches(fn: Any, fmt: str | Format, *, rounding: str = "nearest_even"
     f = get_format(fmt)
     elems = hard_cases(f, dtype=np.float64)
 
-    @settings(max_examples=max_examples, deadline=None, database=None)
+    @settings(max_examples=max_examples, deadline=None, database=None, derandomize=True)
     @given(hnp.arrays(np.float64, st.integers(1, max_size), elements=elems))
     def check(x: npt.NDArray[np.float64]) -> None:
         with np.errstate(all="ignore"):
