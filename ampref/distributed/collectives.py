@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ampref.accumulation.certified import sum_f32
+from ampref.common.checks import check_count
 
 __all__ = ["ORDERS", "REDUCE_DTYPES", "all_reduce", "ring_chunks", "to_reduce_dtype"]
 
@@ -75,7 +76,13 @@ def ring_chunks(n: int, ranks: int, itemsize: int, max_segment_bytes: int = _NO_
     gloo: segment bytes = roundUp(min(ceil(total / 2N), cap), itemsize); segments =
     roundUp(max(ceil(total / segment), 2N), N); chunk ``k`` holds segments
     ``k*s .. (k+1)*s - 1`` with ``s`` = segments / N. Trailing chunks may be short or empty.
+
+    Raises:
+        TypeError / ValueError: a count that is not an int, ``n`` < 0, ``ranks`` or
+            ``itemsize`` < 1 (named).
     """
+    n, ranks = check_count("n", n, lo=0), check_count("ranks", ranks)
+    itemsize = check_count("itemsize", itemsize)
     total = n * itemsize
     cap = itemsize * (max_segment_bytes // itemsize)
     seg = -(-min(-(-total // (2 * ranks)), cap) // itemsize) * itemsize

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ampref.accumulation.certified import sum_f32
+from ampref.common.checks import check_count
 
 from .collectives import REDUCE_DTYPES, all_reduce, to_reduce_dtype
 from .semantics import DataParallel, fsdp_predivide
@@ -61,7 +62,16 @@ def buckets(sizes: Sequence[int], caps: Sequence[int], *, rebuilt: bool = True,
     then the last cap: ``_DEFAULT_FIRST_BUCKET_BYTES`` 1 MiB, ``bucket_cap_mb`` 25 MiB);
     from the second iteration on the buckets are rebuilt in the order gradients became
     ready, which for a model run front to back is reverse registration order.
+
+    Raises:
+        ValueError / TypeError: no caps, or a size or cap that is not a positive int.
     """
+    if not caps:
+        raise ValueError("buckets needs at least one byte cap, got none")
+    for c in caps:
+        check_count("bucket cap", c)
+    for v in sizes:
+        check_count("parameter size", v, lo=0)
     order = list(reversed(range(len(sizes)))) if rebuilt else list(range(len(sizes)))
     out: list[list[int]] = [[]]
     used = 0
@@ -75,7 +85,12 @@ def buckets(sizes: Sequence[int], caps: Sequence[int], *, rebuilt: bool = True,
 
 
 def divide_factors(dp: DataParallel, ranks: int, dtype: str) -> tuple[float, float]:
-    """(pre, post) divisors of the average for ``ranks`` ranks reducing in ``dtype``."""
+    """(pre, post) divisors of the average for ``ranks`` ranks reducing in ``dtype``.
+
+    Raises:
+        TypeError / ValueError: ``ranks`` not an int >= 1.
+    """
+    check_count("ranks", ranks)
     if dp.divide == "pre":
         return float(ranks), 1.0
     if dp.divide == "post":

@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from ampref.distributed import DPStep, data_parallel_step, get_dp
 from ampref.engine.tensor import observe_gradients
+from ampref.testing.assertions import ordinal
 from .config import TrainConfig
 from .stats import StepStats
 
@@ -27,14 +28,10 @@ __all__ = ["DataParallelStep", "dp_summary", "dp_table", "max_ulps", "twin_confi
 def max_ulps(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> int:
     """Largest distance in float32 units in the last place over elements finite in both
     (0 for equal bits; +0 and -0 are 0 apart)."""
-    def ordered(x: npt.NDArray[np.float32]) -> npt.NDArray[np.int64]:
-        i = x.view(np.int32).astype(np.int64)
-        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
-
     ok = np.isfinite(a) & np.isfinite(b)
     if not ok.any():
         return 0
-    return int(np.abs(ordered(a[ok]) - ordered(b[ok])).max())
+    return int(np.abs(ordinal(a[ok]) - ordinal(b[ok])).max())
 
 
 class DataParallelStep:

@@ -127,3 +127,19 @@ def test_no_ranks_mismatched_shapes_and_unknown_dtypes_are_refused() -> None:
         data_parallel_step([grads([1, 2]), grads([1, 2, 3])], get_dp("torch-ddp"))
     with pytest.raises(ValueError, match="float64.*float32, bfloat16, float16"):
         data_parallel_step([grads([1.0])], get_dp("torch-ddp"), reduce_dtype="float64")
+
+
+@pytest.mark.clause("DPL-ERR-001")
+def test_counts_and_caps_are_checked_before_any_arithmetic() -> None:
+    from ampref.distributed import ring_chunks
+
+    with pytest.raises(ValueError, match="ranks must be an int >= 1, got 0"):
+        ring_chunks(10, 0, 4)
+    with pytest.raises(TypeError, match="n must be an int >= 0, got float: 2.5"):
+        ring_chunks(2.5, 2, 4)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="ranks must be an int >= 1, got 0"):
+        divide_factors(get_dp("torch-ddp"), 0, "float32")
+    with pytest.raises(ValueError, match="at least one byte cap"):
+        buckets([4, 4], ())
+    with pytest.raises(ValueError, match="bucket cap must be an int >= 1, got 0"):
+        buckets([4, 4], (0,))
