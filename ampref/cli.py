@@ -41,7 +41,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _campaign(args: argparse.Namespace) -> int:
-    from ampref.certify.campaign import certificates, matrix, run_campaign
+    from ampref.certify.campaign import certificates, check_scheduler, matrix, run_campaign
 
     if args.results is None:
         raise ValueError("a campaign needs --results DIR (one file per finished chunk, so it "
@@ -51,8 +51,7 @@ def _campaign(args: argparse.Namespace) -> int:
                    seed=args.seed, roundings=[args.rounding] if args.rounding else None,
                    saturate=True if args.saturate else None,
                    subnormals=False if args.no_subnormals else None)
-    if args.scheduler is not None and not args.scheduler.strip():
-        raise ValueError("--scheduler is empty: give local or tcp://HOST:PORT")
+    check_scheduler("local" if args.scheduler is None else args.scheduler, args.workers)
     counts = run_campaign(cells, args.results, scheduler=args.scheduler or "local",
                           workers=args.workers, progress=not args.quiet)
     keys = {c.key for c in cells}

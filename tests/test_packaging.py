@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -32,7 +33,10 @@ def test_the_distribution_installs_one_top_level_package_named_ampref() -> None:
 def test_every_subpackage_of_the_checkout_is_listed_for_the_wheel() -> None:
     # a folder missing from pyproject's list imports in the checkout and is absent from
     # the wheel; CI's installed-wheel run would only see it as an ImportError
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: the tomli backport, a dependency there (pyproject.toml)
+        import tomli as tomllib
 
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
                  ["packages"])

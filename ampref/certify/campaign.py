@@ -28,7 +28,7 @@ from ampref.formats.rounding import RoundingMode, get_rounding
 from .verify import VerifyResult, verify_block
 
 __all__ = ["Cell", "Chunk", "CHUNK_BITS", "matrix", "chunks", "run_chunk", "pending",
-           "run_campaign", "run_serial", "certificates", "fingerprint"]
+           "run_campaign", "run_serial", "certificates", "fingerprint", "check_scheduler"]
 
 #: a chunk covers 2^26 consecutive float32 bit patterns (64 chunks per cell)
 CHUNK_BITS = 26
@@ -163,21 +163,40 @@ def run_serial(cells: list[Cell], results: str | Path) -> int:
     return len(todo)
 
 
+def check_scheduler(scheduler: Any, workers: Any = None) -> str:
+    """``scheduler`` ("local" or tcp://HOST:PORT) and ``workers`` (None or an int >= 1)
+    checked without importing Dask, so a bad value is named before the missing extra
+    is (CRT-CMP-004).
+
+    Raises:
+        TypeError: a scheduler that is not a str, workers that are not an int.
+        ValueError: an empty scheduler, another scheme, workers < 1.
+    """
+    if workers is not None:
+        check_count("workers", workers)
+    if not isinstance(scheduler, str):
+        raise TypeError(f"scheduler must be a str ('local' or tcp://HOST:PORT), got "
+                        f"{type(scheduler).__name__}: {scheduler!r}")
+    if not scheduler.strip():
+        raise ValueError("--scheduler is empty: give local or tcp://HOST:PORT")
+    if scheduler != "local" and (not scheduler.startswith("tcp://")
+                                 or len(scheduler) <= len("tcp://")):
+        raise ValueError(f"scheduler must be 'local' or a tcp://HOST:PORT address, got "
+                         f"{scheduler!r}")
+    return scheduler
+
+
 def _client(scheduler: str, workers: int | None) -> Any:
+    check_scheduler(scheduler, workers)
     try:
         from distributed import Client, LocalCluster
     except ImportError as e:  # the campaign extra
         raise ValueError("campaigns need Dask: pip install 'ampref[campaign]'") from e
-    if workers is not None:
-        check_count("workers", workers)
     if scheduler == "local":
         n = workers or (os.cpu_count() or 1)
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                dashboard_address=None)
         return Client(cluster)
-    if not scheduler.startswith("tcp://") or len(scheduler) <= len("tcp://"):
-        raise ValueError(f"scheduler must be 'local' or a tcp://HOST:PORT address, got "
-                         f"{scheduler!r}")
     try:
         return Client(scheduler, timeout=30)
     except (ValueError, OSError, TimeoutError) as e:
@@ -190,6 +209,8 @@ def run_campaign(cells: list[Cell], results: str | Path, *, scheduler: str | Any
     arrives (atomically). ``scheduler`` is "local", a tcp:// address or a ready
     ``distributed.Client``. Returns counts: chunks done before, run now, total.
     """
+    if isinstance(scheduler, str):
+        check_scheduler(scheduler, workers)
     out = Path(results)
     todo = pending(cells, out)
     total = sum(len(chunks(c)) for c in cells)

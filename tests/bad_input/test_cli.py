@@ -3,6 +3,7 @@ starts (API-ERR-001, CRT-CMP-004, issue 28); list flags take one syntax everywhe
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,6 @@ BAD = [
     ("verify --matrix e4m3 --seed -1 --results {tmp}", "seed must be in [0, 2**64), got -1"),
     ("verify --matrix e4m3,, --results {tmp}", "--matrix needs names separated by commas"),
     ("verify --matrix nope --results {tmp}", "unknown format 'nope'"),
-    ("verify --matrix e4m3 --scheduler tcp://:::1 --results {tmp}",
-     "scheduler 'tcp://:::1' cannot be reached"),
     ("verify --matrix e4m3 --scheduler udp://x:1 --results {tmp}",
      "scheduler must be 'local' or a tcp://HOST:PORT address"),
     ("certify --out=", "--out is empty"),
@@ -38,6 +37,38 @@ def test_a_bad_command_line_prints_one_line_naming_the_problem_and_exits_2(
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
 
 
+#: the campaign extra (Dask): without it a well-formed campaign is refused by naming the
+#: extra, after every value has been checked
+NEEDS_DASK = pytest.mark.skipif(find_spec("distributed") is None,
+                                reason="campaigns run on Dask: pip install 'ampref[campaign]'")
+
+
+@NEEDS_DASK
+@pytest.mark.clause("API-ERR-001", "CRT-CMP-004")
+def test_an_unreachable_scheduler_is_named_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Input: a campaign with scheduler tcp://:::1 (no such host). Expected: exit 2, one
+    stderr line naming the address. Pass: both hold and no result file is written."""
+    argv = f"verify --matrix e4m3 --scheduler tcp://:::1 --results {tmp_path / 'r'}"
+    assert main(argv.split()) == 2
+    err = capsys.readouterr().err
+    assert "scheduler 'tcp://:::1' cannot be reached" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+@pytest.mark.skipif(find_spec("distributed") is not None, reason="needs an environment "
+                    "without the campaign extra")
+@pytest.mark.clause("API-ERR-001")
+def test_without_dask_a_well_formed_campaign_names_the_missing_extra(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Input: a valid campaign command line where Dask is not installed. Expected: exit
+    2 and one line naming the extra ``ampref[campaign]``. Pass: both hold."""
+    argv = f"verify --matrix e4m3 --stride {2**30} --quiet --results {tmp_path / 'r'}"
+    assert main(argv.split()) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'ampref[campaign]'" in err and err.count("\n") == 1, err
+
+
 @pytest.mark.clause("CRT-CMP-004")
 def test_rounding_saturate_and_subnormal_flags_narrow_a_campaign_matrix() -> None:
     assert len(matrix(["e4m3"])) == 7 * 2 * 2
@@ -48,6 +79,7 @@ def test_rounding_saturate_and_subnormal_flags_narrow_a_campaign_matrix() -> Non
     assert [c.subnormals for c in matrix(["e4m3"], subnormals=False)] == [False] * 14
 
 
+@NEEDS_DASK
 @pytest.mark.clause("CRT-CMP-004")
 def test_commas_and_spaces_mean_the_same_list(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import ampref
+from ampref.formats.peers import peer_cast
 from ampref.formats.table import FORMATS, Encoding, Format
 from ampref.formats.rounding import RoundingMode
 from ampref.kernels.srhash import random_bits
@@ -279,7 +280,8 @@ def test_symmetric_modes_commute_with_negation(x: list[float], fmt: Format, rnd:
     a = np.array(x, dtype=np.float32)
     q = ampref.quantize(a, fmt, rnd)
     qn = ampref.quantize(-a, fmt, rnd)
-    keep = ~(fmt.encoding is Encoding.FNUZ and (q == 0))
+    # FNUZ formats have no -0: a zero result negates to +0, so zeros are left out there
+    keep = ~((q == 0) & (fmt.encoding is Encoding.FNUZ))
     assert_bitwise_equal((-q)[keep], qn[keep], nan="any")
 
 
@@ -459,7 +461,7 @@ def test_via_float32_matches_torch_float64_casts_when_torch_is_installed() -> No
         assert_bitwise_equal(ampref.encode(x, fmt, via="float32"), theirs, msg=f"{fmt}: ")
 
 
-@pytest.mark.clause("FMT-DBL-002")
+@pytest.mark.clause("FMT-DBL-002", "FMT-PEER-001")
 def test_via_float32_matches_torch_fp8_casts_exactly_as_the_spec_states() -> None:
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(5)
@@ -476,8 +478,13 @@ def test_via_float32_matches_torch_fp8_casts_exactly_as_the_spec_states() -> Non
     theirs = torch_codes(torch.float8_e5m2)
     assert_bitwise_equal(e5[~nan], theirs[~nan])  # NaN: payload only (0x7e vs 0x7f)
     assert list(e5[nan]) == [0x7E] and list(theirs[nan]) == [0x7F]
-    assert_bitwise_equal(ampref.encode(x, "e4m3", via="float32", saturate=True),
-                         torch_codes(torch.float8_e4m3fn))
+    # E4M3FN overflow is version-dependent (FMT-PEER-001): the installed release's row
+    row = peer_cast("torch", "cpu", "float8_e4m3fn", torch.__version__)
+    if row is None:
+        pytest.fail(f"torch {torch.__version__}'s CPU E4M3FN cast is unrecorded: measure it "
+                    "and add a row to ampref.formats.peers.PEER_CASTS")
+    assert_bitwise_equal(ampref.encode(x, "e4m3", via=row.via, saturate=row.saturate),
+                         torch_codes(torch.float8_e4m3fn), msg=f"row {row.source}")
     e8 = np.array([0.0, -0.0, -4.0, 4.0, 2.0**-127, 1.2 * 2**-127, 1.49 * 2**-127,
                    1.5 * 2**-127, 3.0])
     ours = ampref.encode(e8, "e8m0", via="float32")

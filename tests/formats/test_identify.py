@@ -16,6 +16,7 @@ import pytest
 
 import ampref
 from ampref.formats.identify import Variant, battery, variants
+from ampref.formats.peers import peer_cast
 from ampref.testing import identify
 
 NEAREST = ("nearest_even", "nearest_away")
@@ -59,8 +60,11 @@ def test_numpy_and_ml_dtypes_casts_are_named_as_the_variants_they_implement() ->
         assert identify(lambda x: x.astype(ml_dtypes.float8_e4m3fn), "e4m3").matches == (via,)
 
 
-@pytest.mark.clause("FMT-IDN-001")
+@pytest.mark.clause("FMT-IDN-001", "FMT-PEER-001")
 def test_torchs_cpu_casts_are_named_as_the_variants_they_implement() -> None:
+    """Input: torch's CPU float64 casts to fp16, bf16, e4m3fn, e5m2 through identify's
+    battery. Expected: fp16/bf16/e5m2 nearest_even via float32; e4m3fn the variant the
+    installed release's PEER_CASTS row states. Pass: identify names exactly that variant."""
     torch = pytest.importorskip("torch")
     via = Variant(rounding="nearest_even", saturate=False, subnormals=True, via_float32=True)
     sat = dataclasses.replace(via, saturate=True)
@@ -72,10 +76,12 @@ def test_torchs_cpu_casts_are_named_as_the_variants_they_implement() -> None:
         return fn
 
     # float64 -> float16/bfloat16/FP8 go through float32 on the CPU; E4M3FN saturates
-    # (even inf becomes 448), E5M2 overflows to inf
+    # (even inf becomes 448) from torch 2.12 on (FMT-PEER-001), E5M2 overflows to inf
     assert identify(cast(torch.float16), "fp16").matches == (via,)
     assert identify(cast(torch.bfloat16), "bf16").matches == (via,)
-    assert identify(cast(torch.float8_e4m3fn), "e4m3").matches == (sat,)
+    row = peer_cast("torch", "cpu", "float8_e4m3fn", torch.__version__)
+    assert row is not None, f"torch {torch.__version__}'s CPU E4M3FN cast is unrecorded"
+    assert identify(cast(torch.float8_e4m3fn), "e4m3").matches == (sat if row.saturate else via,)
     assert identify(cast(torch.float8_e5m2), "e5m2").matches == (via,)
 
 
