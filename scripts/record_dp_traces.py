@@ -11,9 +11,9 @@ flat parameter), found_inf after ``unscale_``, the scale after ``update``.
 
     python scripts/record_dp_traces.py [--out tests/data/dp_traces.npz]
 
-The tests (tests/distributed/test_dp_recorded.py) replay the local gradients through
+The tests (tests/dataparallel/test_dp_recorded.py) replay the local gradients through
 ``ampref.distributed.data_parallel_step`` and compare bit for bit; the live tests
-(tests/distributed/test_dp_live.py) run the same scenarios through this module again.
+(tests/dataparallel/test_dp_live.py) run the same scenarios through this module again.
 """
 
 from __future__ import annotations

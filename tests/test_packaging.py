@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
 import sys
 from importlib import resources
 from pathlib import Path
@@ -87,3 +88,56 @@ def test_the_package_under_test_is_the_installed_wheel_not_the_checkout() -> Non
     for src_dir, dest in ((ROOT / "ampref", pkg), (ROOT / "backends", pkg / "backends")):
         for f in src_dir.rglob("*.py"):
             assert (dest / f.relative_to(src_dir)).is_file(), f"{f} is missing from the wheel"
+
+
+def _floors() -> dict[str, str]:
+    """Every ``name>=version`` floor of pyproject's dependencies and extras (ampref's own
+    optional peers that CI cannot install at their floor are listed in UNTESTED_FLOORS)."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    found = re.findall(r'"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?>=([0-9][0-9.]*)', text)
+    return {name.lower().replace("_", "-"): version for name, version in found}
+
+
+#: floors of optional peers the oldest-versions stage does not install: the GPU stack
+#: (no GPU in CI) and the conformance peers (torch is tested at the version CI installs,
+#: 2.13, and was run at 2.11 on the H100 host; jax/jmp only feed recorded vectors)
+UNTESTED_FLOORS = {"cupy-cuda12x", "cupy-cuda13x", "torch", "jax", "jmp", "torchao",
+                   "setuptools"}
+
+
+@pytest.mark.clause("API-PKG-001")
+def test_the_oldest_versions_stage_pins_every_floor_pyproject_allows() -> None:
+    """Input: pyproject.toml's ``>=`` floors and .ci/oldest.txt's ``==`` pins. Expected:
+    each floor outside UNTESTED_FLOORS is pinned at exactly that version. Pass: no floor
+    missing or differing (raising a floor without the CI stage, or the reverse, fails)."""
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==([0-9.]+)$",
+                           (ROOT / ".ci" / "oldest.txt").read_text(encoding="utf-8"), re.M))
+    pins = {k.lower().replace("_", "-"): v for k, v in pins.items()}
+    floors = {k: v for k, v in _floors().items() if k not in UNTESTED_FLOORS}
+    assert floors, "no floors parsed from pyproject.toml"
+    def same(a: str, b: str | None) -> bool:  # 1.26 == 1.26.0
+        def key(v: str) -> list[int]:
+            parts = [int(p) for p in v.split(".")]
+            while parts and parts[-1] == 0:
+                parts.pop()
+            return parts
+        return b is not None and key(a) == key(b)
+
+    wrong = {k: (v, pins.get(k)) for k, v in floors.items() if not same(v, pins.get(k))}
+    assert not wrong, f"floor (pyproject) vs pin (.ci/oldest.txt): {wrong}"
+
+
+#: top-level modules the suite imports or skips on; a folder of tests/ with one of these
+#: names becomes a namespace package on sys.path (conftest puts tests/ there) and shadows
+#: the real module where it is absent: `import torch` found tests/torch on a machine
+#: without torch, and importorskip then ran the torch tests against a folder
+OPTIONAL = {"torch", "torchao", "jax", "jmp", "cupy", "dask", "distributed", "matplotlib",
+            "jinja2", "markdown_it", "pypdf", "numba", "scipy", "ml_dtypes", "numpy",
+            "hypothesis", "pytest", "tqdm", "ampref"}
+
+
+def test_no_test_folder_shadows_a_module_the_suite_imports() -> None:
+    """Input: the folder names under tests/. Expected: none is the name of a module the
+    suite imports (OPTIONAL). Pass: the intersection is empty."""
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir()}
+    assert not folders & OPTIONAL, f"rename these test folders: {sorted(folders & OPTIONAL)}"

@@ -35,8 +35,8 @@ from ampref.common.checks import check_flag
 from ampref.formats.table import Format, get_format
 from .policies import MixedPolicy, Policy, get_policy, load_policy
 
-__all__ = ["DEVICE_POLICIES", "CastPlan", "Region", "autocast", "cache_region", "plan",
-           "suspended"]
+__all__ = ["DEVICE_POLICIES", "CastPlan", "Region", "active", "autocast", "cache_region",
+           "plan", "suspended"]
 
 F32 = get_format("float32")
 
@@ -144,6 +144,13 @@ def suspended() -> Iterator[None]:
         yield
     finally:
         _STATE.reset(token)
+
+
+def active() -> tuple[Policy | MixedPolicy | None, Format | None]:
+    """The policy and low-precision format of the innermost enabled region, or
+    (None, None) outside autocast or inside ``enabled=False``."""
+    st = _STATE.get()
+    return (st.policy, st.dtype) if st.enabled else (None, None)
 
 
 def cache_region() -> Region | None:

@@ -1,79 +1,269 @@
-"""``ampref.torch.autocast``: ampref's autocast policies applied to torch calls on any
-device (``specs/torch.md`` TRC-AUT-*), so a CUDA AMP loop's casts happen on CPU tensors.
+"""``ampref.torch.autocast``: ampref's autocast policies applied where torch's own autocast
+applies them: per aten op, at the dispatcher's autocast key (``specs/torch.md``
+TRC-AUT-*), so a CUDA AMP loop's casts happen on CPU tensors, inside composites too.
 
-A ``TorchFunctionMode`` (above autograd) sees the Python-level calls (``F.linear``,
-``torch.matmul``, ``Tensor.__matmul__``, ``F.softmax``, ...); for each it asks the
-policy's plan (:func:`ampref.policy.autocast.plan`, the engine's own autocast rules) and
-casts the floating tensor arguments with ``Tensor.to`` before the call, so the casts
-enter the autograd graph as torch's own autocast's do. Leaf tensors that require grad
-are cast once per region for the lower-precision ops (torch's weight-cast cache).
+Why the dispatcher and not a Python mode: torch casts at the ``AutocastCPU`` /
+``AutocastCUDA`` dispatch keys, which sit above autograd; a composite op without an
+autocast kernel of its own (``cross_entropy_loss`` on CUDA, ``multi_head_attention_forward``
+and the ops inside ``nn.TransformerEncoderLayer``) falls through that key and its inner
+aten ops dispatch through it again, one by one. A ``TorchFunctionMode`` sees only the
+outermost Python call, and a ``TorchDispatchMode`` sits below autograd (its casts would
+not be in the graph). So each region registers, with ``torch.library``, a Python kernel
+at ``AutocastCPU`` for every op its policy lists and every op torch itself registers
+there (those it does not list then run uncast, as the policy says); the kernel excludes
+the key, casts as the policy's :func:`ampref.policy.autocast.plan` decides (casts made
+with ``Tensor.to``, so autograd records them) and redispatches. Leaving the region
+removes the registrations, which restores torch's own kernels. CPU tensors dispatch
+through ``AutocastCPU`` whatever ``device_type`` names: ``device_type`` only picks the
+op lists.
+
+A :class:`~ampref.policy.policies.MixedPolicy` (a jmp string: every op computes in one
+format) casts at the Python calls instead, as jmp casts at module boundaries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import warnings
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
+from torch.library import Library
 
+from ampref.formats.table import Format
 from ampref.policy import autocast as policy_autocast
 from ampref.policy.policies import MixedPolicy, Policy
 
 from .convert import FLOAT_DTYPES, format_of
+from .jmpmode import JmpMode
 
-__all__ = ["autocast"]
+__all__ = ["APPEND_DTYPE", "autocast", "overloads", "torch_registered"]
 
-#: Python-level names whose aten op (the policies' vocabulary) is spelled differently
-_ATEN = {"__matmul__": "matmul", "__rmatmul__": "matmul", "cross_entropy": "cross_entropy_loss"}
-#: functions that take ``dtype=`` for fp32_set_opt_dtype (torch passes float32)
-_DTYPE_ARG = {"softmax", "log_softmax", "sum", "cumsum", "cumprod", "prod",
-              "linalg_vector_norm"}
+_KEY = torch._C.DispatchKey.AutocastCPU
+_KEYSET = torch._C.DispatchKeySet(_KEY)
+
+#: fp32_append_dtype ops and the overload torch redispatches each to with a trailing
+#: ``dtype=float32`` (autocast_mode.cpp, KERNEL_..._DIFFERENT_REDISPATCH_SIGNATURE)
+APPEND_DTYPE = {"norm.Scalar": "norm.ScalarOpt_dtype",
+                "norm.ScalarOpt_dim": "norm.ScalarOpt_dim_dtype",
+                "norm.names_ScalarOpt_dim": "norm.names_ScalarOpt_dim_dtype"}
+
+#: torch's default autocast dtype per device type (``torch.get_autocast_dtype``)
+DEFAULT_DTYPE = {"cuda": torch.float16, "cpu": torch.bfloat16}
 
 
-def _torch_dtype(fmt: Any) -> torch.dtype:
+@cache
+def torch_registered() -> frozenset[str]:
+    """aten ops (``name.overload``, ``name`` for the default overload) that torch itself
+    registers a kernel for at ``AutocastCPU``."""
+    out = set()
+    for qual in torch._C._dispatch_get_all_op_names():
+        if qual.startswith("aten::") and \
+                torch._C._dispatch_has_kernel_for_dispatch_key(qual, "AutocastCPU"):
+            out.add(qual.removeprefix("aten::"))
+    return frozenset(out)
+
+
+def overloads(name: str) -> list[Any]:
+    """The aten overloads a policy name stands for: ``softmax.int`` exactly that one; a
+    bare name its default overload, or every overload where aten has no default
+    (AUT-POL-002). Names aten does not know give none (a policy for another release)."""
+    base, _, overload = name.partition(".")
+    packet = getattr(torch.ops.aten, base, None)
+    if packet is None:
+        return []
+    if overload:
+        return [getattr(packet, overload)] if overload in packet.overloads() else []
+    if "default" in packet.overloads():
+        return [packet.default]
+    return [getattr(packet, o) for o in packet.overloads()]
+
+
+def _name(op: Any) -> str:
+    base = op.overloadpacket.__name__
+    return base if op._overloadname == "default" else f"{base}.{op._overloadname}"
+
+
+def _eligible(t: Any) -> bool:
+    """torch's is_eligible: a defined floating CPU tensor that is not float64."""
+    return isinstance(t, torch.Tensor) and t.dtype in FLOAT_DTYPES and \
+        t.dtype != torch.float64 and t.device.type == "cpu"
+
+
+def _torch_dtype(fmt: Format) -> torch.dtype:
     for dt, name in FLOAT_DTYPES.items():
         if name == fmt.name:
             return dt
     raise ValueError(f"autocast format {fmt.name} has no torch dtype")
 
 
-class _AutocastMode(TorchFunctionMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+class _Region:
+    """One region's registrations and its weight-cast cache (shared with nested regions,
+    torch's cache lives until the outermost region ends)."""
 
-    def _cast(self, t: Any, target: Any, cacheable: bool) -> Any:
+    def __init__(self, lower: torch.dtype | None, cache_enabled: bool,
+                 cache: dict[int, tuple[torch.Tensor, torch.Tensor]]) -> None:
+        self.lower, self.cache_enabled, self.cache = lower, cache_enabled, cache
+
+    def cast(self, t: torch.Tensor, target: Format, cacheable: bool) -> torch.Tensor:
+        """``t.to(target)``, served from the cache where torch's cached_cast would be."""
         dt = _torch_dtype(target)
-        if cacheable and t.is_leaf and t.requires_grad and torch.is_grad_enabled():
+        if cacheable and dt == self.lower and t.dtype == torch.float32 and t.requires_grad \
+                and t.is_leaf and not t._is_view() and self.cache_enabled:
             hit = self.cache.get(id(t))
-            if hit is None or hit[0] is not t or hit[1].dtype != dt:
+            if hit is None or hit[0] is not t:
                 hit = (t, t.to(dt))
                 self.cache[id(t)] = hit
             return hit[1]
         return t.to(dt)
 
-    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
-                           kwargs: dict[str, Any] | None = None) -> Any:
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        op = _ATEN.get(name, name)
-        floats = [i for i, a in enumerate(args)
-                  if isinstance(a, torch.Tensor) and a.dtype in FLOAT_DTYPES]
-        if not floats:
-            return func(*args, **kwargs)
-        plan = policy_autocast.plan(op, [format_of(args[i].dtype) for i in floats])
-        if not plan.listed:
-            return func(*args, **kwargs)
-        new = list(args)
-        for i, target in zip(floats, plan.targets, strict=True):
-            if target is not None:
-                new[i] = self._cast(args[i], target, plan.cacheable)
-        if plan.output is not None and name in _DTYPE_ARG and kwargs.get("dtype") is None:
-            kwargs = {**kwargs, "dtype": _torch_dtype(plan.output)}
-        return func(*new, **kwargs)
+    def apply(self, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Cast ``op``'s eligible inputs as the active policy decides, then run it below
+        the autocast key (nested ops are not cast again, as in torch); an op the policy
+        does not list falls through."""
+        name = _name(op)
+        flat = [a for a in _leaves(args, kwargs) if isinstance(a, torch.Tensor)
+                and a.dtype.is_floating_point]
+        fmts = [format_of(a.dtype) if a.dtype in FLOAT_DTYPES else None for a in flat]
+        known = [f for f in fmts if f is not None]
+        plan = policy_autocast.plan(name, known) if len(known) == len(fmts) else None
+        if plan is None or not plan.listed:
+            return _fall_through(op, args, kwargs)
+        with torch._C._ExcludeDispatchKeyGuard(_KEYSET):
+            return self._cast_and_run(op, name, plan, flat, args, kwargs)
+
+    def _cast_and_run(self, op: Any, name: str, plan: Any, flat: list[torch.Tensor],
+                      args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        todo = {id(t): target for t, target in zip(flat, plan.targets, strict=True)
+                if target is not None and _eligible(t)}
+        casts: dict[int, torch.Tensor] = {}
+        for t in _cast_order(args, kwargs):
+            if id(t) in todo and id(t) not in casts:
+                casts[id(t)] = self.cast(t, todo[id(t)], plan.cacheable)
+        args, kwargs = _replace(args, casts), _replace(kwargs, casts)
+        first = args[0] if args else None
+        if plan.output is not None and _eligible(first):
+            if name in APPEND_DTYPE:
+                return _overload(APPEND_DTYPE[name])(*args, torch.float32, **kwargs)
+            args, kwargs = _with_dtype(op, args, kwargs)
+        return op(*args, **kwargs)
+
+
+def _overload(name: str) -> Any:
+    base, _, overload = name.partition(".")
+    return getattr(getattr(torch.ops.aten, base), overload or "default")
+
+
+def _with_dtype(op: Any, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The call with the op's optional ``dtype`` set to float32 where the caller left it
+    None (torch's set_opt_dtype)."""
+    i = [a.name for a in op._schema.arguments].index("dtype")
+    if len(args) > i:
+        if args[i] is None:
+            args = (*args[:i], torch.float32, *args[i + 1:])
+    elif kwargs.get("dtype") is None:
+        kwargs = {**kwargs, "dtype": torch.float32}
+    return args, kwargs
+
+
+def _cast_order(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
+    """The tensors in the order torch's autocast kernels cast them: its C++ wrappers
+    expand ``cached_cast(args)...`` as call arguments, which GCC (torch's Linux builds)
+    evaluates right to left, so the last argument is cast first; a tensor list is cast
+    front to back (TRC-AUT-004). The order fixes the autograd nodes' sequence numbers,
+    hence the order of backward ops and of gradient sums into a shared tensor."""
+    for a in reversed((*args, *kwargs.values())):
+        yield from (a if isinstance(a, (list, tuple)) else [a])
+
+
+def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, (list, tuple)):
+            yield from a
+        else:
+            yield a
+
+
+def _replace(x: Any, casts: dict[int, torch.Tensor]) -> Any:
+    if isinstance(x, dict):
+        return {k: _replace(v, casts) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_replace(v, casts) for v in x)
+    return casts.get(id(x), x) if isinstance(x, torch.Tensor) else x
+
+
+def _fall_through(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run an op the policy does not list as if no autocast kernel were registered for
+    it. A composite (CompositeImplicitAutograd) runs its decomposition with the autocast
+    key still on, so the aten ops inside it (``cross_entropy_loss`` -> ``log_softmax``,
+    ``nll_loss``) each meet the policy, as they would after torch's fall-through; an op
+    with kernels of its own runs below the key (its forward issues no further ops)."""
+    if _composite(op.name()):
+        return op.decompose(*args, **kwargs)
+    with torch._C._ExcludeDispatchKeyGuard(_KEYSET):
+        return op(*args, **kwargs)
+
+
+@cache
+def _composite(qualname: str) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(qualname, "CompositeImplicitAutograd")
+
+
+def _kernel(region: _Region, op: Any) -> Callable[..., Any]:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        return region.apply(op, args, kwargs)
+    return kernel
+
+
+def _register(region: _Region, policy: Policy) -> Library:
+    """A Library with ``region``'s kernel at AutocastCPU for every op the policy lists
+    and every op torch registers there."""
+    lib = Library("aten", "IMPL")
+    names = set(torch_registered()) | set(policy.categories)
+    ops = {_name(op): op for n in sorted(names) for op in overloads(n)}
+    with warnings.catch_warnings():
+        # torch warns once that a registered kernel is overridden: that is the point
+        warnings.simplefilter("ignore", UserWarning)
+        for name, op in sorted(ops.items()):
+            lib.impl(name, _kernel(region, op), "AutocastCPU")
+    return lib
+
+
+class _Local(threading.local):
+    #: the weight-cast cache of this thread's outermost region (torch's is thread-local)
+    cache: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
+
+
+_LOCAL = _Local()
+
+
+@contextmanager
+def _torch_state(device_type: str, dtype: torch.dtype | None, enabled: bool,
+                 cache_enabled: bool) -> Iterator[None]:
+    """torch's autocast state for the region: the CPU key on (it is what CPU tensors
+    dispatch through), the named device's flag and dtype as torch.autocast sets them."""
+    devices = ["cpu"] if device_type == "cpu" else ["cpu", device_type]
+    prev = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in devices]
+    prev_cache = torch.is_autocast_cache_enabled()
+    for d in devices:
+        torch.set_autocast_enabled(d, enabled)
+        if dtype is not None:
+            torch.set_autocast_dtype(d, dtype)
+    torch.autocast_increment_nesting()
+    torch.set_autocast_cache_enabled(cache_enabled)
+    try:
+        yield
+    finally:
+        torch.autocast_decrement_nesting()
+        for d, was, dt in prev:
+            torch.set_autocast_enabled(d, was)
+            torch.set_autocast_dtype(d, dt)
+        torch.set_autocast_cache_enabled(prev_cache)
 
 
 @contextmanager
@@ -83,8 +273,10 @@ def autocast(device_type: str = "cuda", dtype: torch.dtype | None = None, enable
     """torch's ``autocast`` call shape with ampref's policies, on tensors of any device.
 
     ``device_type`` picks the op lists (``"cuda"``: torch's CUDA lists, ``"cpu"``: its CPU
-    lists); ``policy`` any other (a shipped name, a TOML path, a jmp string). Inside
-    :func:`ampref.torch.emulate` the casts and the ops run on ampref's numerics.
+    lists); ``policy`` any other (a shipped name, a TOML path, a jmp string). Each aten
+    op (composites' inner ops included) is cast as the policy says, as torch's
+    dispatcher does; inside :func:`ampref.torch.emulate` the casts and the ops run on
+    ampref's numerics. float64 tensors are never cast; outputs are not cast back.
 
     Raises:
         ValueError: unknown device type or policy, a dtype other than float16/bfloat16.
@@ -98,6 +290,22 @@ def autocast(device_type: str = "cuda", dtype: torch.dtype | None = None, enable
     with ExitStack() as stack:
         stack.enter_context(policy_autocast.autocast(device_type, fmt, enabled, cache_enabled,
                                                      policy=policy))
-        mode = _AutocastMode()
-        stack.enter_context(mode)
+        pol, low = policy_autocast.active()
+        if isinstance(pol, MixedPolicy):
+            stack.enter_context(JmpMode())
+            yield
+            return
+        if not isinstance(pol, Policy) or low is None:  # enabled=False: nothing is cast
+            stack.enter_context(_torch_state(device_type, None, False, cache_enabled))
+            yield
+            return
+        lower = _torch_dtype(low)
+        if _LOCAL.cache is None:  # the outermost region: its cache ends with it
+            _LOCAL.cache = {}
+            stack.callback(setattr, _LOCAL, "cache", None)
+        region = _Region(lower, cache_enabled, _LOCAL.cache)
+        stack.enter_context(_torch_state(device_type, lower if lower in DEFAULT_DTYPE.values()
+                                         else None, enabled, cache_enabled))
+        lib = _register(region, pol)
+        stack.callback(lib._destroy)
         yield

@@ -101,7 +101,38 @@ def engine(t: Any, requires_grad: bool = False) -> Any:
 
 
 def meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """What ``func`` returns (dtypes, shapes) computed on the meta device: no values."""
+    """What ``func`` returns (dtypes, shapes, strides) computed on the meta device: no
+    values. Cached per call signature (op, shapes, strides, dtypes, the other
+    arguments): torch's meta decompositions cost about a millisecond a call and a
+    training loop repeats its signatures. The results are shared: read them only."""
+    try:
+        key = (func, _sig(args), _sig(kwargs))
+    except TypeError:  # an unhashable argument: not cached
+        return _meta(func, args, kwargs)
+    hit = _META.get(key)
+    if hit is None:
+        hit = _meta(func, args, kwargs)
+        if len(_META) < _META_LIMIT:
+            _META[key] = hit
+    return hit
+
+
+_META: dict[Any, Any] = {}
+_META_LIMIT = 100_000
+
+
+def _sig(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return ("T", tuple(x.shape), x.stride(), x.dtype, x.device.type)
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, *(_sig(v) for v in x))
+    if isinstance(x, dict):
+        return tuple(sorted((k, _sig(v)) for k, v in x.items()))
+    hash(x)  # TypeError for the unhashable
+    return (type(x).__name__, x)
+
+
+def _meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     def to_meta(a: Any) -> Any:
         if isinstance(a, torch.Tensor):
             return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")

@@ -21,16 +21,19 @@ from ampref.accumulation.models import parse_model
 from ampref.policy.autocast import suspended
 
 from .convert import FLOAT_DTYPES, is_float, meta, to_numpy
+from .cudacalls import intercepted
+from .layout import match_layout
 from .nnops import NN
 from .normops import NORMS
 from .pointwise import POINTWISE
 from .recipes import RecipeLinears
+from .rnnops import RNN
 from .report import OpRecord, Report
 
 __all__ = ["EXACT", "HANDLERS", "UnsupportedOpError", "emulate", "shadow", "supported_ops"]
 
 #: aten ops ampref computes (overload packet name -> handler)
-HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **NN, **NORMS}
+HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **NN, **NORMS, **RNN}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
@@ -48,6 +51,8 @@ EXACT = frozenset({
     "any", "all", "sort", "topk", "repeat", "flip", "roll", "scatter", "_to_copy_int",
     "detach_", "set_", "resize_", "sign", "_record_function_enter_new",
     "_record_function_exit", "view_as", "expand_as", "masked_select", "nonzero",
+    "transpose_", "t_", "squeeze_", "unsqueeze_", "unsafe_split", "unsafe_split_with_sizes",
+    "unsafe_chunk", "chunk", "narrow", "movedim", "swapaxes", "diagonal", "new_empty_strided",
 })
 
 
@@ -185,10 +190,13 @@ class emulate(_Base):  # noqa: N801 - used as a context manager, like torch.auto
     def __enter__(self) -> Any:
         if self.linears is not None:
             self.linears.__enter__()
+        self._cuda = intercepted()
+        self._cuda.__enter__()
         return super().__enter__()
 
     def __exit__(self, *exc: Any) -> None:
         super().__exit__(*exc)
+        self._cuda.__exit__(*exc)
         if self.linears is not None:
             self.linears.__exit__(*exc)
 
@@ -204,7 +212,7 @@ class emulate(_Base):  # noqa: N801 - used as a context manager, like torch.auto
             if handler is None:
                 raise UnsupportedOpError("no reference implementation")
             with suspended():  # torch's casts are already in the graph: no engine autocast
-                out = handler(self, func, args, kwargs)
+                out = match_layout(func, args, kwargs, handler(self, func, args, kwargs))
         except NotImplementedError as e:
             if self.fallback != "torch":
                 raise UnsupportedOpError(

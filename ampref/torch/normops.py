@@ -17,7 +17,7 @@ from ampref.engine import functional as F
 from ampref.engine.functional.norms import layer_norm_stats, log_softmax_grad, softmax_grad
 from ampref.formats.table import get_format
 
-from .convert import from_numpy, meta, to_numpy
+from .convert import format_of, from_numpy, meta, to_numpy
 from .replay import NP, as_torch, forward, replay
 
 __all__ = ["NORMS"]
@@ -33,6 +33,20 @@ def _softmax(log: bool) -> Handler:
         r = forward(lambda v: op(v, dim, dtype="float32" if half_to_float else None), x)
         return as_torch(r, out.dtype)
     return handler
+
+
+def _safe_softmax(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``_safe_softmax`` (attention with a boolean or -inf mask): the engine's softmax,
+    and 0 on rows whose inputs are all -inf, where softmax gives NaN (TRC-NRM-004;
+    torch's definition: ``where(all(x == -inf, dim), 0, softmax(x, dim, dtype))``)."""
+    x, dim = args[:2]
+    dtype = args[2] if len(args) > 2 else kw.get("dtype")
+    out = meta(func, args, kw)
+    r = forward(lambda v: F.softmax(v, dim, dtype=None if dtype is None else format_of(dtype)),
+                x)
+    vals = to_numpy(as_torch(r, out.dtype))
+    dead = np.all(to_numpy(x) == -np.inf, axis=dim, keepdims=True)
+    return from_numpy(np.where(dead, np.zeros_like(vals), vals), out.dtype)
 
 
 def _softmax_bwd(log: bool) -> Handler:
@@ -121,7 +135,9 @@ def _batch_norm_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, An
     g, x, w, _rm, _rv, _sm, _sv, train, eps, mask = args
     if not train:
         raise NotImplementedError("batch norm backward in eval mode")
-    b0 = torch.zeros(x.shape[1], dtype=g.dtype)  # its gradient is the engine's bias gradient
+    # its gradient is the engine's bias gradient, in the parameters' dtype as torch's
+    # (float32 for a bf16/fp16 input under autocast)
+    b0 = torch.zeros(x.shape[1], dtype=w.dtype if w is not None else x.dtype)
     return tuple(replay(lambda x_, w_, b_: _grouped(x_, w_, b_, 1, eps, True), [x, w, b0],
                         [mask[0], mask[1] and w is not None, mask[2]], g))
 
@@ -137,7 +153,7 @@ def _group_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) 
 def _group_norm_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     g, x, _mean, rstd, w, N, C, HxW, groups, mask = args
     eps = _eps_of(ctx, rstd)
-    b0 = torch.zeros(C, dtype=g.dtype)  # its gradient is the engine's bias gradient
+    b0 = torch.zeros(C, dtype=w.dtype if w is not None else x.dtype)  # the bias gradient
     return tuple(replay(lambda x_, w_, b_: _grouped(x_, w_, b_, groups, eps, False),
                         [x, w, b0], [mask[0], mask[1] and w is not None, mask[2]], g))
 
@@ -152,7 +168,7 @@ def _max_pool_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]
 
 #: aten op name (overload packet) -> handler
 NORMS: dict[str, Handler] = {
-    "_softmax": _softmax(False), "_log_softmax": _softmax(True),
+    "_softmax": _softmax(False), "_log_softmax": _softmax(True), "_safe_softmax": _safe_softmax,
     "_softmax_backward_data": _softmax_bwd(False),
     "_log_softmax_backward_data": _softmax_bwd(True),
     "native_layer_norm": _layer_norm, "native_layer_norm_backward": _layer_norm_bwd,

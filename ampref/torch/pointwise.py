@@ -161,10 +161,11 @@ _FORMULAS: dict[str, Callable[..., Any]] = {
 def _cast(ctx: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``_to_copy``/``to``: a floating result is the source's exact value rounded once to
     the target dtype (nearest-even); anything else is torch's (no rounding)."""
-    out = meta(func, args, kwargs)
-    if not (is_float(args[0]) and out.dtype.is_floating_point):
+    dtype = kwargs.get("dtype") or args[0].dtype
+    if not (is_float(args[0]) and dtype.is_floating_point) or kwargs.get("device") not in (
+            None, args[0].device):
         return func(*args, **kwargs)
-    return from_numpy(to_numpy(args[0]), out.dtype)
+    return from_numpy(to_numpy(args[0]), dtype)
 
 
 def _copy(ctx: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

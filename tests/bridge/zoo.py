@@ -1,0 +1,148 @@
+"""Whole torch models written the way public training scripts write them, for the
+bridge's dtype and coverage tests: an MLP, a CNN with batch norm, an ``nn.TransformerEncoder``
+language model with a causal mask, a GPT with a ``masked_fill(-inf)`` mask and manual
+attention, an LSTM and a GRU language model. Each ``case`` gives the model, its inputs and
+the loss of one training step."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+VOCAB, CTX = 37, 12
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(),
+                                 nn.Linear(32, 5))
+
+    def forward(self, x: Any) -> Any:
+        return self.net(x)
+
+
+class CNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+            nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1))
+        self.classifier = nn.Linear(16, 10)
+
+    def forward(self, x: Any) -> Any:
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+class TransformerLM(nn.Module):
+    """The word-language-model shape: embedding scaled by sqrt(d), sinusoidal positions,
+    nn.TransformerEncoder with a causal mask (float -inf above the diagonal)."""
+
+    def __init__(self, d: int = 32, heads: int = 4, layers: int = 2) -> None:
+        super().__init__()
+        self.d = d
+        self.emb = nn.Embedding(VOCAB, d)
+        pos = torch.arange(CTX).unsqueeze(1)
+        div = torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
+        pe = torch.zeros(CTX, d)
+        pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * div), torch.cos(pos * div)
+        self.register_buffer("pe", pe)
+        layer = nn.TransformerEncoderLayer(d, heads, 64, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d, VOCAB)
+
+    def forward(self, ids: Any) -> Any:
+        mask = nn.Transformer.generate_square_subsequent_mask(ids.shape[1])
+        x = self.emb(ids) * math.sqrt(self.d) + self.pe[:ids.shape[1]]
+        return self.head(self.encoder(x, mask=mask, is_causal=True))
+
+
+class Block(nn.Module):
+    """minGPT's block: manual attention with a registered tril buffer and masked_fill."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d),
+                                 nn.Dropout(0.1))
+        self.register_buffer("bias", torch.tril(torch.ones(CTX, CTX)).view(1, 1, CTX, CTX))
+
+    def forward(self, x: Any) -> Any:
+        B, T, C = x.size()
+        q, k, v = self.attn(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        x = x + self.proj(y)
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, d: int = 32, heads: int = 4, layers: int = 2) -> None:
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(VOCAB, d), nn.Embedding(CTX, d)
+        self.drop = nn.Dropout(0.1)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, VOCAB, bias=False)
+
+    def forward(self, ids: Any) -> Any:
+        pos = torch.arange(0, ids.shape[1], dtype=torch.long).unsqueeze(0)
+        x = self.drop(self.wte(ids) + self.wpe(pos))
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+class RNNLM(nn.Module):
+    """The word-language-model RNN: embedding, dropout, a 2-layer LSTM or GRU, decoder."""
+
+    def __init__(self, kind: str, d: int = 24) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, d)
+        self.drop = nn.Dropout(0.2)
+        self.rnn = getattr(nn, kind)(d, d, 2, dropout=0.2, batch_first=True)
+        self.decoder = nn.Linear(d, VOCAB)
+
+    def forward(self, ids: Any) -> Any:
+        out, _ = self.rnn(self.drop(self.emb(ids)))
+        return self.decoder(self.drop(out))
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    model: nn.Module
+    inputs: Any
+    loss: Callable[[Any], Any]
+
+
+def case(name: str) -> Case:
+    """A fresh model with seeded weights and one batch (the same for a name)."""
+    torch.manual_seed(0)
+    if name == "mlp":
+        y = torch.randint(0, 5, (8,))
+        return Case(name, MLP(), torch.randn(8, 16), lambda out: F.cross_entropy(out, y))
+    if name == "cnn":
+        y = torch.randint(0, 10, (4,))
+        return Case(name, CNN(), torch.randn(4, 3, 8, 8), lambda out: F.cross_entropy(out, y))
+    ids = torch.randint(0, VOCAB, (3, CTX + 1))
+    models = {"transformer": TransformerLM, "gpt": GPT,
+              "lstm": lambda: RNNLM("LSTM"), "gru": lambda: RNNLM("GRU")}
+    tgt = ids[:, 1:]
+    return Case(name, models[name](), ids[:, :-1],
+                lambda out: F.cross_entropy(out.reshape(-1, VOCAB), tgt.reshape(-1)))
+
+
+NAMES = ["mlp", "cnn", "transformer", "gpt", "lstm", "gru"]
