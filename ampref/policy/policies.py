@@ -48,12 +48,16 @@ class Policy:
     categories: Mapping[str, str]
     advice: Mapping[str, str] = field(default_factory=dict)
     source: str = ""
+    #: op -> the torch release whose lists first gave it its category here (unlisted in
+    #: earlier releases): the file states one release's lists, this says which rows moved
+    listed_since: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # read-only views of private copies: a policy is data, and shipped policies are
         # loaded once and shared by every autocast region
         object.__setattr__(self, "categories", MappingProxyType(dict(self.categories)))
         object.__setattr__(self, "advice", MappingProxyType(dict(self.advice)))
+        object.__setattr__(self, "listed_since", MappingProxyType(dict(self.listed_since)))
         base: dict[str, str] = {}
         for name, cat in self.categories.items():
             base.setdefault(name.split(".")[0], cat)
@@ -62,7 +66,7 @@ class Policy:
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # the read-only views do not pickle; a policy travels as its plain fields
         return (_policy_from_fields, (self.name, self.default_dtype, dict(self.categories),
-                                      dict(self.advice), self.source))
+                                      dict(self.advice), self.source, dict(self.listed_since)))
 
     def category(self, op: str) -> str | None:
         """Category of an op, or None if unlisted. An overload-less name (``softmax``)
@@ -73,9 +77,10 @@ class Policy:
 
 
 def _policy_from_fields(name: str, default_dtype: Format, categories: dict[str, str],
-                        advice: dict[str, str], source: str) -> Policy:
+                        advice: dict[str, str], source: str,
+                        listed_since: dict[str, str]) -> Policy:
     return Policy(name=name, default_dtype=default_dtype, categories=categories, advice=advice,
-                  source=source)
+                  source=source, listed_since=listed_since)
 
 
 def _shipped() -> Any:
@@ -162,11 +167,16 @@ def parse_policy(data: bytes, source: str) -> Policy:
     advice = raw.get("banned_advice", {})
     if not isinstance(advice, dict) or not all(isinstance(v, str) for v in advice.values()):
         raise ValueError(f"policy {source!r}: [banned_advice] must map op names to strings")
+    since = raw.get("listed_since", {})
+    if not isinstance(since, dict) or not all(isinstance(v, str) for v in since.values()) \
+            or not set(since) <= set(cats):
+        raise ValueError(f"policy {source!r}: [listed_since] must map listed op names to "
+                         f"release strings, got {since!r}")
     name = raw.get("name", Path(source).stem)
     if not isinstance(name, str):
         raise ValueError(f"policy {source!r}: name must be a string, got {name!r}")
     return Policy(name=name, default_dtype=get_format(raw["default_dtype"]), categories=cats,
-                  advice=dict(advice), source=source)
+                  advice=dict(advice), source=source, listed_since=dict(since))
 
 
 # -- jmp-style whole-model policies ----------------------------------------------------

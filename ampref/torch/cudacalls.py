@@ -15,7 +15,7 @@ emulated ones). Objects made before the interception keep torch's own behaviour.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -26,8 +26,11 @@ __all__ = ["intercepted"]
 
 _AUTOCAST = torch.amp.autocast_mode.autocast
 _SCALER = torch.amp.grad_scaler.GradScaler
-_ORIGINAL = {"init": _AUTOCAST.__init__, "enter": _AUTOCAST.__enter__,
-             "exit": _AUTOCAST.__exit__, "scaler_init": _SCALER.__init__}
+_ORIGINAL: dict[str, Any] = {"init": _AUTOCAST.__init__, "enter": _AUTOCAST.__enter__,
+                             "exit": _AUTOCAST.__exit__, "scaler_init": _SCALER.__init__}
+#: (class, method name, key in _ORIGINAL) of each patched method
+_PATCHED = ((_AUTOCAST, "__init__", "init"), (_AUTOCAST, "__enter__", "enter"),
+            (_AUTOCAST, "__exit__", "exit"), (_SCALER, "__init__", "scaler_init"))
 
 #: nesting depth of intercepted regions (emulate inside emulate keeps one patch)
 _DEPTH = [0]
@@ -44,7 +47,7 @@ def _autocast_init(self: Any, device_type: str, dtype: torch.dtype | None = None
     self._cache_enabled = torch.is_autocast_cache_enabled() if cache_enabled is None \
         else cache_enabled
     self.custom_backend_name = torch._C._get_privateuse1_backend_name()
-    self._ampref: list[AbstractContextManager[None]] = []
+    self._ampref = []  # the ampref regions this autocast object has entered
 
 
 def _autocast_enter(self: Any) -> Any:
@@ -71,18 +74,16 @@ def _scaler_init(self: Any, device: str = "cuda", *args: Any, **kwargs: Any) -> 
 @contextmanager
 def intercepted() -> Iterator[None]:
     """torch.autocast and GradScaler made inside act as on a GPU (see the module)."""
+    ours = {"init": _autocast_init, "enter": _autocast_enter, "exit": _autocast_exit,
+            "scaler_init": _scaler_init}
     if _DEPTH[0] == 0:
-        _AUTOCAST.__init__ = _autocast_init  # type: ignore[method-assign]
-        _AUTOCAST.__enter__ = _autocast_enter  # type: ignore[method-assign]
-        _AUTOCAST.__exit__ = _autocast_exit  # type: ignore[method-assign]
-        _SCALER.__init__ = _scaler_init  # type: ignore[method-assign]
+        for cls, name, key in _PATCHED:
+            setattr(cls, name, ours[key])
     _DEPTH[0] += 1
     try:
         yield
     finally:
         _DEPTH[0] -= 1
         if _DEPTH[0] == 0:
-            _AUTOCAST.__init__ = _ORIGINAL["init"]  # type: ignore[method-assign]
-            _AUTOCAST.__enter__ = _ORIGINAL["enter"]  # type: ignore[method-assign]
-            _AUTOCAST.__exit__ = _ORIGINAL["exit"]  # type: ignore[method-assign]
-            _SCALER.__init__ = _ORIGINAL["scaler_init"]  # type: ignore[method-assign]
+            for cls, name, key in _PATCHED:
+                setattr(cls, name, _ORIGINAL[key])

@@ -53,6 +53,7 @@ EXACT = frozenset({
     "_record_function_exit", "view_as", "expand_as", "masked_select", "nonzero",
     "transpose_", "t_", "squeeze_", "unsqueeze_", "unsafe_split", "unsafe_split_with_sizes",
     "unsafe_chunk", "chunk", "narrow", "movedim", "swapaxes", "diagonal", "new_empty_strided",
+    "equal", "is_same_size", "is_nonzero",
 })
 
 

@@ -64,8 +64,9 @@ def _lstm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any
         args[:14]
     _check(mode, batch_sizes, bidi)
     biases = (b_ih, b_hh) if has_biases else (None, None)
-    out, h, c = forward(lambda *t: _layer(*t, bool(reverse), ctx.accumulation),
-                        x, w_ih, w_hh, *biases, hx, cx)
+    out, h, c = forward(lambda x_, wi, wh, bi, bh, h0, c0: _layer(
+        x_, wi, wh, bi, bh, h0, c0, bool(reverse), ctx.accumulation),
+        x, w_ih, w_hh, *biases, hx, cx)
     workspace = torch.empty(0, dtype=torch.uint8)  # torch's backward state: unused here
     return as_torch(out, x.dtype), as_torch(h, x.dtype), as_torch(c, x.dtype), workspace
 
@@ -77,8 +78,8 @@ def _lstm_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
     _check(mode, batch_sizes, bidi)
     inputs = [x, w_ih, w_hh, b_ih, b_hh, hx, cx]
     eng = [engine(t, requires_grad=True) for t in inputs]
-    biases = (eng[3], eng[4]) if has_biases else (None, None)
-    out, h, c = _layer(eng[0], eng[1], eng[2], *biases, eng[5], eng[6], bool(reverse),
+    b_i, b_h = (eng[3], eng[4]) if has_biases else (None, None)
+    out, h, c = _layer(eng[0], eng[1], eng[2], b_i, b_h, eng[5], eng[6], bool(reverse),
                        ctx.accumulation)
     # one scalar whose gradient with respect to (out, h, c) is exactly (g_out, g_hy, g_cy)
     terms = [F.sum(F.mul(y, engine(g))) for y, g in ((out, g_out), (h, g_hy), (c, g_cy))

@@ -60,7 +60,8 @@ class TransformerLM(nn.Module):
 
     def forward(self, ids: Any) -> Any:
         mask = nn.Transformer.generate_square_subsequent_mask(ids.shape[1])
-        x = self.emb(ids) * math.sqrt(self.d) + self.pe[:ids.shape[1]]
+        pe: Any = self.pe
+        x = self.emb(ids) * math.sqrt(self.d) + pe[:ids.shape[1]]
         return self.head(self.encoder(x, mask=mask, is_causal=True))
 
 
@@ -81,7 +82,8 @@ class Block(nn.Module):
         q, k, v = self.attn(self.ln1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        tril: Any = self.bias
+        att = att.masked_fill(tril[:, :, :T, :T] == 0, float("-inf"))
         att = F.softmax(att, dim=-1)
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
         x = x + self.proj(y)
@@ -138,7 +140,7 @@ def case(name: str) -> Case:
         y = torch.randint(0, 10, (4,))
         return Case(name, CNN(), torch.randn(4, 3, 8, 8), lambda out: F.cross_entropy(out, y))
     ids = torch.randint(0, VOCAB, (3, CTX + 1))
-    models = {"transformer": TransformerLM, "gpt": GPT,
+    models: dict[str, Callable[[], nn.Module]] = {"transformer": TransformerLM, "gpt": GPT,
               "lstm": lambda: RNNLM("LSTM"), "gru": lambda: RNNLM("GRU")}
     tgt = ids[:, 1:]
     return Case(name, models[name](), ids[:, :-1],

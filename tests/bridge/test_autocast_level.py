@@ -1,0 +1,126 @@
+"""ampref's autocast is applied where torch's is: per aten op, composites' inner ops
+included (TRC-AUT-001, TRC-AUT-004, TRC-EMU-001, TRC-EMU-005). The oracle is torch itself:
+the same model and batch run once under ``torch.autocast("cpu", dtype)`` and once under
+``ampref.torch.emulate`` + ``ampref.torch.autocast("cpu", dtype)`` (no fallback), and the
+two runs must issue the same aten ops in the same order with the same output dtypes and
+input shapes, forward and backward, and give every module's output and every gradient
+the same dtype."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+at = pytest.importorskip("ampref.torch")
+
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+import zoo  # noqa: E402
+
+#: the models and dtypes compared; torch's own CPU LSTM (oneDNN) refuses float16
+#: ("could not create a primitive descriptor for the LSTM forward"), so the LSTM runs in
+#: bfloat16 only
+RUNS = [(n, d) for n in zoo.NAMES for d in ("bfloat16", "float16")
+        if not (n == "lstm" and d == "float16")]
+
+
+class OpLog(TorchDispatchMode):  # type: ignore[misc]
+    """Every aten op that reaches the dispatcher below autograd: name, output dtypes and
+    floating input shapes (shapes show which tensor a cast was applied to; byte tensors
+    are kernels' opaque workspaces, such as oneDNN's LSTM state, and are left out)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[tuple[str, tuple[str, ...], tuple[Any, ...]]] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        self.ops.append((func.overloadpacket.__name__,
+                         tuple(str(o.dtype) for o in outs if isinstance(o, torch.Tensor)),
+                         tuple(tuple(a.shape) for a in args
+                               if isinstance(a, torch.Tensor) and a.dtype.is_floating_point)))
+        return out
+
+
+def trace(name: str, dtype: str, ours: bool) -> dict[str, Any]:
+    """One training step of zoo model ``name`` (forward, loss, backward) under torch's
+    autocast or under emulate + ampref's autocast: the op log, module outputs, grads."""
+    c = zoo.case(name)
+    mods: list[tuple[str, str]] = []
+    for path, m in c.model.named_modules():
+        m.register_forward_hook(lambda _m, _i, o, p=path: mods.append(
+            (p, str((o[0] if isinstance(o, tuple) else o).dtype))))
+    torch.manual_seed(1)  # the dropout masks: torch's generator draws them in both runs
+    dt = getattr(torch, dtype)
+    with ExitStack() as stack:
+        if ours:
+            stack.enter_context(at.emulate(c.model, fallback="error"))
+        log = stack.enter_context(OpLog())
+        with at.autocast("cpu", dt) if ours else torch.autocast("cpu", dt):
+            loss = c.loss(c.model(c.inputs))
+        loss.backward()
+    grads = [(n, str(p.grad.dtype)) for n, p in c.model.named_parameters() if p.grad is not None]
+    return {"ops": log.ops, "modules": mods, "grads": grads}
+
+
+def _first_difference(a: list[Any], b: list[Any]) -> str:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return f"op {i}: torch {x}, ampref {y}; before: {a[max(0, i - 3):i]}"
+    return f"lengths differ: torch {len(a)}, ampref {len(b)}"
+
+
+@pytest.mark.clause("TRC-AUT-001", "TRC-AUT-004", "TRC-EMU-001", "TRC-EMU-005")
+@pytest.mark.parametrize(("name", "dtype"), RUNS, ids=[f"{n}-{d}" for n, d in RUNS])
+def test_every_op_and_module_dtype_equals_torchs_cpu_autocast(name: str, dtype: str) -> None:
+    """Input: one training step of an MLP, a CNN with batch norm, an nn.TransformerEncoder
+    LM with a causal mask, a minGPT with masked_fill(-inf), an LSTM and a GRU LM, under
+    bf16 and fp16. Expected: ampref (emulate, no fallback) issues torch's aten ops in
+    torch's order with torch's output dtypes and input shapes, and module outputs and
+    gradients have torch's dtypes. Pass: the three lists are equal."""
+    theirs, ours = trace(name, dtype, False), trace(name, dtype, True)
+    assert ours["ops"] == theirs["ops"], _first_difference(theirs["ops"], ours["ops"])
+    assert ours["modules"] == theirs["modules"]
+    assert ours["grads"] == theirs["grads"]
+    assert any(op == "_to_copy" for op, _, _ in ours["ops"])  # the policy did cast
+
+
+@pytest.mark.clause("TRC-AUT-001")
+def test_the_check_sees_a_composite_cast_only_at_the_top() -> None:
+    """Input: nn.MultiheadAttention under bf16, autocast applied to the Python-level call
+    only (the bridge's former TorchFunctionMode, ampref.torch.jmpmode with the torch-cpu
+    lists). Expected: its output dtype differs from torch's (float32 vs bfloat16), which
+    the dispatcher-level autocast gets right. Pass: both hold."""
+    from ampref.policy import autocast as policy_autocast
+    from ampref.torch.jmpmode import JmpMode
+
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    q = torch.randn(2, 5, 8)
+    with torch.autocast("cpu", torch.bfloat16):
+        want = mha(q, q, q)[0].dtype
+    with policy_autocast.autocast("cpu", "bfloat16"), JmpMode():
+        top_level_only = mha(q, q, q)[0].dtype
+    with at.autocast("cpu", torch.bfloat16):
+        got = mha(q, q, q)[0].dtype
+    assert (want, got) == (torch.bfloat16, torch.bfloat16) and top_level_only == torch.float32
+
+
+@pytest.mark.clause("TRC-AUT-004")
+def test_casts_run_right_to_left_as_torchs_compiled_kernels_evaluate_them() -> None:
+    """Input: Linear(4, 3) on a (2, 4) input under bf16. Expected: the three casts in
+    torch's order, bias (3,), weight (3, 4), input (2, 4) (its C++ argument expansion runs
+    right to left), in both runs. Pass: the _to_copy input shapes are equal and in that
+    order."""
+    lin, x = torch.nn.Linear(4, 3), torch.randn(2, 4)
+
+    def casts(ours: bool) -> list[Any]:
+        with OpLog() as log, (at.autocast("cpu", torch.bfloat16) if ours
+                              else torch.autocast("cpu", torch.bfloat16)):
+            lin(x)
+        return [shapes for op, _, shapes in log.ops if op == "_to_copy"]
+
+    assert casts(False) == casts(True) == [((3,),), ((3, 4),), ((2, 4),)]

@@ -1,0 +1,144 @@
+"""A CUDA AMP script on a CPU-only machine: ampref's CUDA lists against torch's CUDA
+autocast recorded on an H100, and the script's own ``torch.autocast("cuda")`` and
+``torch.amp.GradScaler("cuda")`` calls inside ``emulate`` against a real CUDA GradScaler
+run recorded there (TRC-AUT-002, TRC-CUD-001, TRC-CUD-002; data:
+tests/data/autocast_torch_cuda.json, its provenance inside)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import warnings
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+at = pytest.importorskip("ampref.torch")
+
+from ampref.formats.peers import release  # noqa: E402
+from ampref.policy.policies import load_policy  # noqa: E402
+from paths import DATA, ROOT  # noqa: E402
+
+RECORD = json.loads((DATA / "autocast_torch_cuda.json").read_text())
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _cases() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "record_autocast_table", ROOT / "scripts" / "record_autocast_table.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.clause("TRC-AUT-002")
+def test_cuda_lists_on_cpu_tensors_give_the_dtypes_torch_gave_on_an_h100() -> None:
+    """Input: the 172 rows recorded with torch 2.11 on an H100 (op, autocast dtype, input
+    dtypes), each case run on CPU tensors under ampref.torch.autocast("cuda", dtype).
+    Expected: the recorded output dtype, or an error where torch raised one (the banned
+    binary_cross_entropy); 12 rows whose recording failed carry torch's documented class;
+    rms_norm, fp32 only since torch 2.12 (the policy's listed_since), has its input's dtype
+    in the 2.11 record and float32 here. Pass: every row as stated."""
+    rec = _cases()
+    cases = rec.cases()
+    # ampref states torch 2.13's lists; rows added since the recorded 2.11 differ by design
+    pol = load_policy("torch-cuda")
+    newer = {op for op, since in pol.listed_since.items()
+             if release(since) > release(RECORD["torch"])}
+    assert newer == {"rms_norm"}
+    bad = []
+    assert len(RECORD["rows"]) == 172 and RECORD["device"].startswith("NVIDIA H100")
+    for row in RECORD["rows"]:
+        n, fn = cases[row["op"]]
+        args = [rec.t((4, 4), d, pos=row["op"] == "log") for d in row["inputs"]]
+        with at.autocast("cuda", DTYPES[row["dtype"]]):
+            try:
+                got = str(fn(*args).dtype).replace("torch.", "")
+            except (RuntimeError, TypeError) as e:
+                got = f"error: {e}"
+        if row["op"] in newer:  # unlisted in 2.11: the input's dtype; fp32 from 2.12
+            assert (row["output"], got) == (row["inputs"][0], "float32"), row
+            continue
+        same = got == row["output"] or (got.startswith("error") and
+                                        row["output"].startswith("error"))
+        if not same:
+            bad.append((row["op"], row["dtype"], row["inputs"], row["output"], got))
+    assert not bad, f"{len(bad)} rows differ, first {bad[:5]}"
+
+
+@pytest.mark.clause("TRC-AUT-002")
+def test_cross_entropy_under_the_cuda_lists_is_float32_because_its_inner_ops_are() -> None:
+    """Input: F.cross_entropy of float16 logits under autocast("cuda", float16); the CUDA
+    lists do not name cross_entropy_loss but name log_softmax (fp32_set_opt_dtype) and
+    nll_loss (fp32). Expected: a float32 loss, as CUDA autocast gives (the bridge used to
+    return float16 here). Pass: dtype float32 and the loss of the float32 logits."""
+    logits = torch.randn(8, 5).half()
+    y = torch.randint(0, 5, (8,))
+    with at.autocast("cuda", torch.float16):
+        loss = torch.nn.functional.cross_entropy(logits, y)
+    assert loss.dtype == torch.float32
+    # cross_entropy_loss asks log_softmax for float16 explicitly (its dtype argument is set,
+    # so fp32_set_opt_dtype leaves it), then nll_loss casts the float16 log-probabilities
+    want = torch.nn.functional.nll_loss(torch.log_softmax(logits, 1).float(), y)
+    assert loss.item() == want.item()
+
+
+def _script(steps: int) -> list[dict[str, float]]:
+    """The recorded script (record_parts.py, part_dumps) as a user wrote it for a GPU,
+    unmodified but for running on CPU tensors: autocast("cuda"), GradScaler("cuda"),
+    the loss multiplied by 1e6 at steps 3, 11, 12 and 30 (planted overflows)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
+                                torch.nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    trace = []
+    with at.emulate(model):
+        scaler = torch.amp.GradScaler("cuda", init_scale=2.0**16, growth_interval=5)
+        x, y = torch.randn(64, 16), torch.randn(64, 4)
+        for step in range(steps):
+            opt.zero_grad()
+            with torch.autocast("cuda", dtype=torch.float16):
+                out = model(x)
+                loss = torch.nn.functional.mse_loss(out.float(), y)
+            loss_value = loss.detach()
+            assert out.dtype == torch.float16
+            scaler.scale(loss * (1e6 if step in (3, 11, 12, 30) else 1.0)).backward()
+            scaler.step(opt)
+            scaler.update()
+            trace.append({"step": step, "loss": loss_value.item(), "scale": scaler.get_scale()})
+    return trace
+
+
+@pytest.mark.clause("TRC-CUD-001", "TRC-CUD-002")
+def test_a_cuda_amp_script_runs_under_emulate_with_its_own_autocast_and_scaler() -> None:
+    """Input: the recorded H100 GradScaler script, its calls unchanged, 40 steps under
+    emulate on a CPU-only machine. Expected: no 'CUDA is not available' warning, fp16
+    outputs, and the H100's scale after every step (65536 -> 32768 at step 3 ... the
+    backoffs at the planted steps and growth every 5 clean steps). Pass: the 40 scales
+    equal the recorded ones and the loss is unchanged exactly on the skipped steps."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's "Disabling" warnings would fail here
+        ours = _script(40)
+    theirs = RECORD["gradscaler"]
+    assert [t["scale"] for t in ours] == [t["scale"] for t in theirs]
+    skipped = [t["step"] for t, nxt in zip(ours, ours[1:], strict=False)
+               if nxt["loss"] == t["loss"]]
+    assert skipped == [3, 11, 12, 30]
+
+
+@pytest.mark.clause("TRC-CUD-001")
+def test_outside_emulate_torchs_cuda_calls_are_torchs_own_again() -> None:
+    """Input: torch.autocast("cuda") made after an emulate region closed, on a machine
+    without CUDA. Expected: torch's own behaviour (its warning, autocast disabled).
+    Pass: the warning is raised and a linear stays float32."""
+    if torch.cuda.is_available():
+        pytest.skip("a machine with CUDA: torch's autocast is enabled there")
+    with at.emulate():
+        pass
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        ac = torch.autocast("cuda", dtype=torch.float16)
+    with ac:
+        out = torch.nn.functional.linear(torch.randn(2, 3), torch.randn(4, 3))
+    assert out.dtype == torch.float32
