@@ -14,6 +14,7 @@ import pytest
 import ampref
 from ampref.engine import functional as F
 from ampref.policy.policies import get_policy, load_policy, policy_names
+from ampref.testing import assert_bitwise_equal
 from paths import DATA as RECORDED
 from paths import ROOT
 
@@ -280,3 +281,22 @@ def test_a_loaded_policy_is_read_only_shared_and_survives_pickling() -> None:
         pol.categories["mm"] = "fp32"  # type: ignore[index]
     back = pickle.loads(pickle.dumps(pol))
     assert back == pol and back.category("mm") == pol.category("mm")
+
+
+@pytest.mark.clause("AUT-CAT-005")
+def test_cuda_cross_entropy_takes_log_probabilities_in_the_logits_format_as_torch_does() -> None:
+    """Input: float16 logits (64 x 50, seeded) under torch-cuda fp16 autocast.
+    Expected: torch's cross_entropy_loss composite calls log_softmax with the logits'
+    dtype given (fp32_set_opt_dtype then leaves it float16) and nll_loss casts to
+    float32: the engine's loss equals nll_loss(log_softmax(x, dtype=float16)) bitwise
+    and differs from the float32-log-probability loss on this input. Pass: both."""
+    rng = np.random.default_rng(3)
+    x = ampref.tensor((rng.standard_normal((64, 50)) * 4).astype(np.float32)).to("float16")
+    y = rng.integers(0, 50, 64)
+    with ampref.autocast("cuda", "float16"):
+        loss = F.cross_entropy(x, y)
+        torch_order = F.nll_loss(F.log_softmax(x, -1, dtype="float16"), y)
+        f32_logp = F.nll_loss(F.log_softmax(x, -1, dtype="float32"), y)
+    assert loss.format.name == "float32"
+    assert_bitwise_equal(np.asarray(loss.data), np.asarray(torch_order.data))
+    assert np.asarray(loss.data).tobytes() != np.asarray(f32_logp.data).tobytes()

@@ -81,8 +81,10 @@ def cross_entropy(input: Tensor, target: Any, *, ignore_index: int = -100,
     as :func:`nll_loss`; ``none`` has the targets' shape).
 
     Autocast name ``cross_entropy_loss``: listed as fp32 under torch-cpu (the whole
-    composite runs in float32); unlisted under torch-cuda, where its parts are cast
-    (log_softmax -> float32 output, nll_loss fp32), as torch decomposes it.
+    composite runs in float32); unlisted under torch-cuda, where its parts meet the
+    policy as torch decomposes it: torch's composite asks ``log_softmax`` for the
+    logits' own dtype explicitly (so fp32_set_opt_dtype leaves float16 logits' log
+    probabilities in float16), then ``nll_loss`` (fp32) casts them to float32 (AUT-CAT-005).
     """
     logits = check_tensor(input, "cross_entropy")
     _reduction("cross_entropy", reduction)
@@ -90,7 +92,8 @@ def cross_entropy(input: Tensor, target: Any, *, ignore_index: int = -100,
     t = logits.backend.xp.asarray(index_data(target))
     with nested_ops(listed):
         flat = reshape(logits, (-1, logits.shape[-1]))
-        out = nll_loss(log_softmax(flat, -1), t.reshape(-1), ignore_index=ignore_index,
+        out = nll_loss(log_softmax(flat, -1, dtype=flat.format), t.reshape(-1),
+                       ignore_index=ignore_index,
                        reduction=reduction)
         return reshape(out, t.shape) if reduction == "none" else out
 
