@@ -223,6 +223,13 @@ def arange(start: float, end: float | None = None, step: float = 1, *,
     """``start, start + step, ...`` below ``end`` (``arange(n)`` is 0..n-1): int64 when
     every argument is an int and no dtype is given, as in torch; else float values rounded
     once to ``dtype`` (float32)."""
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if v is not None and (isinstance(v, (bool, np.bool_)) or not isinstance(
+                v, (int, float, np.integer, np.floating))):
+            raise TypeError(f"arange: {name} must be a real number, got "
+                            f"{type(v).__name__}: {v!r}")
+        if v is not None and not np.isfinite(v):
+            raise ValueError(f"arange: {name} must be finite, got {v!r}")
     if end is None:
         start, end = 0, start
     if step == 0:
