@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ampref.formats.table import Format, get_format
-from ampref.formats.cast import decode
+from ampref.formats.table import Format
+from ampref.formats.ordinal import ordinal
 
 __all__ = ["assert_bitwise_equal", "assert_within_ulps", "ordinal"]
 
@@ -85,38 +85,6 @@ def _report_row(i: int, a: Any, d: Any, x: Any, block: int | None) -> str:
     src = "" if x is None else f" input {_exact(x.reshape(-1)[i])};"
     return (f"  {where}:{src} actual {_exact(a.reshape(-1)[i])} desired "
             f"{_exact(d.reshape(-1)[i])}")
-
-
-def ordinal(x: npt.ArrayLike, fmt: str | Format | None = None) -> npt.NDArray[np.int64]:
-    """Position of each value on the ordered number line of ``fmt`` (or x's dtype).
-
-    Adjacent values differ by 1; +0 and -0 share position 0. For a format, every value
-    must be exactly representable in it (ValueError naming the first that is not).
-    """
-    arr = np.asarray(x)
-    if fmt is None:
-        if arr.dtype not in (np.float32, np.float64):
-            raise TypeError(f"ordinal without fmt needs float32/float64, got {arr.dtype}")
-        u = _bits(arr)
-        top = u.dtype.type(1) << u.dtype.type(arr.dtype.itemsize * 8 - 1)
-        mag = (u & (top - u.dtype.type(1))).astype(np.int64)
-        return np.where((u & top) != 0, -mag, mag)
-    fmt = get_format(fmt)
-    from ampref.formats.cast import encode
-
-    vals = arr.astype(np.float32)
-    codes = encode(vals, fmt).astype(np.int64)
-    back = decode(codes, fmt)
-    exact = (back == vals) | (np.isnan(back) & np.isnan(vals))
-    if not exact.all():
-        i = int(np.flatnonzero(~exact.reshape(-1))[0])
-        raise ValueError(f"element {i} ({vals.reshape(-1)[i]!r}) is not representable in "
-                         f"{fmt.name}")
-    if not fmt.is_signed:
-        return codes
-    sign = np.int64(fmt.sign_mask)
-    mag = codes & (sign - 1)
-    return np.where(codes & sign, -mag, mag)
 
 
 def assert_within_ulps(actual: npt.ArrayLike, desired: npt.ArrayLike, ulps: int,

@@ -11,7 +11,9 @@ Imports: torch, and every ampref room up to the engine (the ops are the engine's
 from __future__ import annotations
 
 from .autocast import autocast
-from .modes import EXACT, UnsupportedOpError, emulate, shadow, supported_ops
+from .base import EXACT, UnsupportedOpError, supported_ops
+from .modes import emulate
+from .shadowing import shadow
 from .report import OpRecord, Report
 
 __all__ = ["EXACT", "OpRecord", "Report", "UnsupportedOpError", "autocast", "emulate", "shadow",

@@ -13,6 +13,7 @@ carries the engine's gradients back into torch's graph.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ from ampref.engine.tensor import Tensor as EngineTensor
 from ampref.recipes.roles import get_gemm_recipe
 
 from .convert import engine, from_numpy, to_numpy
+from .report import Report
 
 __all__ = ["RecipeLinears"]
 
@@ -63,6 +65,15 @@ class RecipeLinears(TorchFunctionMode):
         self.recipe, self.profile, self.accumulation = recipe, profile, accumulation
         self.seed, self.calls = seed, 0
         self.states: dict[int, QuantState] = {}
+        self.report: Report | None = None
+        self.path: Callable[[], str] = lambda: "(top level)"
+
+    def report_to(self, report: Report, path: Callable[[], str]) -> None:
+        """Record each quantized call in ``report`` under ``path()`` (the module running):
+        a ``linear (recipe)`` row with the recipe, profile and the last call's operand
+        statistics (amax, underflow %, saturation %, relative MSE, block-scale range per
+        role x, w, g; TRN-QNT-004)."""
+        self.report, self.path = report, path
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
@@ -72,7 +83,15 @@ class RecipeLinears(TorchFunctionMode):
         x, w = args[0], args[1]
         b = args[2] if len(args) > 2 else kwargs.get("bias")
         self.calls += 1
+        state = self.states.setdefault(id(w), QuantState(collect=self.report is not None))
         layer = {"recipe": self.recipe, "profile": self.profile,
                  "accumulation": self.accumulation, "seed": self.seed + self.calls,
-                 "state": self.states.setdefault(id(w), QuantState())}
-        return _QuantLinear.apply(x, w, b, layer)
+                 "state": state}
+        out = _QuantLinear.apply(x, w, b, layer)
+        if self.report is not None:
+            rec = self.report.record(self.path(), "linear (recipe)")
+            rec.calls += 1
+            rec.elements += out.numel()
+            # the backward adds role g to this same dict when it runs
+            rec.quant = {"recipe": self.recipe, "profile": self.profile, "stats": state.stats}
+        return out

@@ -34,13 +34,26 @@ class OpRecord:
     #: shadow: largest distance in ulps of the output format (inf/NaN disagreements count
     #: as a distance of 2^31)
     max_ulps: int = 0
-    #: outputs that are inf/NaN where every input was finite (overflow, 0/0, log(0))
+    #: outputs that are inf/NaN where every input was finite (overflow, 0/0, log(0)) and
+    #: the call did not ask for them: hazards
     nonfinite_from_finite: int = 0
-    #: shadow: the first differing element: index, output dtype, torch's and ampref's
-    #: values in hex and decimal, the inputs at that index where they are elementwise
+    #: inf/NaN the call asked for (masked_fill with -inf, log of a constant's zeros):
+    #: masks, kept out of the hazard ranking
+    intended_nonfinite: int = 0
+    #: shadow: largest |torch - ampref| / |ampref| over differing finite result elements
+    max_rel: float = 0.0
+    #: shadow: the same for outputs that are saved statistics (layer norm's mean and
+    #: rstd, attention's logsumexp), which are not measured in ulps
+    saved_max_rel: float = 0.0
+    #: shadow: the worst differing element (largest ulps): flat index, output index,
+    #: dtype, torch's and ampref's values in hex and decimal, ulps, relative error, and
+    #: the inputs at that index where they are elementwise
     first: dict[str, Any] = field(default_factory=dict)
-    #: why torch computed it (fallback reason)
+    #: why torch computed it (fallback reason), or the clause where ampref's definition
+    #: and torch's kernel round differently on purpose
     note: str = ""
+    #: emulate with a recipe: the layer's quantization (recipe, profile, GEMMs)
+    quant: dict[str, Any] = field(default_factory=dict)
 
     def hazard(self) -> tuple[int, int, float]:
         share = self.mismatches / self.elements if self.elements else 0.0
@@ -70,14 +83,32 @@ class Report:
         return [r for r in self.rows() if not r.emulated]
 
     def table(self, limit: int | None = None) -> str:
-        """A markdown table, hazards first."""
-        head = ("| module | op | calls | elements | emulated | mismatches | max ulps | "
-                "inf/NaN from finite |\n|---|---|---:|---:|---|---:|---:|---:|")
+        """A markdown table. shadow: hazards first, with the measures of each row;
+        emulate: ops torch computed first (not emulated), then hazards, then the rest."""
+        if self.kind == "shadow":
+            head = ("| module | op | calls | elements | emulated | mismatches | max ulps | "
+                    "max rel | inf/NaN from finite | masks | worst (torch / ampref) | note |\n"
+                    "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---|---|")
+            rows = self.rows()
+        else:
+            head = ("| module | op | calls | elements | emulated | inf/NaN from finite | masks "
+                    "| note |\n|---|---|---:|---:|---|---:|---:|---|")
+            rows = sorted(self.rows(), key=lambda r: r.emulated)  # stable: hazards next
         lines = [head]
-        for r in self.rows()[:limit]:
-            lines.append(f"| {r.module} | {r.op} | {r.calls} | {r.elements} | "
-                         f"{'yes' if r.emulated else 'no (torch)'} | {r.mismatches} | "
-                         f"{r.max_ulps} | {r.nonfinite_from_finite} |")
+        for r in rows[:limit]:
+            done = "yes" if r.emulated else "no (torch)"
+            note = r.note or (f"{r.quant.get('recipe')} ({r.quant.get('profile')})"
+                              if r.quant else "")
+            if self.kind == "shadow":
+                worst = (f"{r.first.get('torch', '')} / {r.first.get('ampref', '')}"
+                         if r.first else "")
+                lines.append(f"| {r.module} | {r.op} | {r.calls} | {r.elements} | {done} | "
+                             f"{r.mismatches} | {r.max_ulps} | {r.max_rel:.2e} | "
+                             f"{r.nonfinite_from_finite} | {r.intended_nonfinite} | {worst} | "
+                             f"{note} |")
+            else:
+                lines.append(f"| {r.module} | {r.op} | {r.calls} | {r.elements} | {done} | "
+                             f"{r.nonfinite_from_finite} | {r.intended_nonfinite} | {note} |")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from ampref.distributed import DPStep, data_parallel_step, get_dp
 from ampref.engine.tensor import observe_gradients
-from ampref.testing.assertions import ordinal
+from ampref.formats.ordinal import ordinal
 from .config import TrainConfig
 from .stats import StepStats
 

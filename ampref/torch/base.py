@@ -1,0 +1,156 @@
+"""What ``emulate`` and ``shadow`` share (``specs/torch.md`` TRC-EMU-*, TRC-SHD-*): the
+table of aten ops ampref computes, the ops without rounding that both hand to torch,
+argument checks, module paths (forward hooks, and autograd nodes tagged with the module
+whose forward made them, for backward ops) and the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ampref.accumulation.models import parse_model
+
+from .convert import is_float, meta
+from .nnops import NN
+from .normops import NORMS
+from .pointwise import POINTWISE
+from .report import Report
+from .rnnops import RNN
+
+__all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "passes_through",
+           "supported_ops"]
+
+#: aten ops ampref computes (overload packet name -> handler)
+HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **NN, **NORMS, **RNN}
+
+#: ops without rounding: data movement, views, gathers, comparisons, maxima, random
+#: draws (torch's generator), allocation; torch computes them in either mode
+EXACT = frozenset({
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "t", "transpose", "permute",
+    "expand", "slice", "select", "split", "split_with_sizes", "unbind", "cat", "stack", "clone",
+    "detach", "alias", "contiguous", "empty_like", "zeros_like", "ones_like", "full", "full_like",
+    "fill_", "zero_", "lift_fresh", "embedding", "index_select", "gather", "index", "squeeze",
+    "unsqueeze", "flatten", "unflatten", "as_strided", "new_zeros", "new_empty", "new_ones",
+    "new_full", "empty", "empty_strided", "zeros", "ones", "scalar_tensor", "_local_scalar_dense",
+    "bernoulli_", "bernoulli", "randn", "rand", "randint", "randperm", "normal_", "uniform_",
+    "arange", "tril", "triu", "max", "amax", "min", "amin", "argmax", "argmin",
+    "max_pool2d_with_indices", "slice_backward", "select_backward", "eq", "ne", "lt", "gt",
+    "le", "ge", "logical_not", "logical_and", "logical_or", "isnan", "isinf", "isfinite",
+    "any", "all", "sort", "topk", "repeat", "flip", "roll", "scatter", "_to_copy_int",
+    "detach_", "set_", "resize_", "sign", "_record_function_enter_new",
+    "_record_function_exit", "view_as", "expand_as", "masked_select", "nonzero",
+    "transpose_", "t_", "squeeze_", "unsqueeze_", "unsafe_split", "unsafe_split_with_sizes",
+    "unsafe_chunk", "chunk", "narrow", "movedim", "swapaxes", "diagonal", "new_empty_strided",
+    "equal", "is_same_size", "is_nonzero",
+})
+
+
+def supported_ops() -> list[str]:
+    """The floating aten ops ampref computes (overload packet names), sorted."""
+    return sorted(HANDLERS)
+
+
+class UnsupportedOpError(NotImplementedError):
+    """A floating aten op that ampref has no reference for (or not for these arguments)."""
+
+
+def passes_through(func: Any, name: str, handler: Any, args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> bool:
+    """An op both modes hand to torch unchanged: no ampref handler and exact (views,
+    copies) or without a floating-point output (integer, bool and index ops)."""
+    return handler is None and (name in EXACT or not _floating_output(func, args, kwargs))
+
+
+def _floating_output(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    try:
+        out = meta(func, args, kwargs)
+    except Exception:  # noqa: BLE001 - ops without a meta kernel: judge by the inputs
+        return any(is_float(a) for a in args)
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    return any(isinstance(o, torch.Tensor) and o.dtype.is_floating_point for o in outs)
+
+
+def elements(out: Any) -> int:
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    return sum(o.numel() for o in outs if isinstance(o, torch.Tensor))
+
+
+class ModeBase(TorchDispatchMode):
+    """Shared: argument checks, module paths (forward hooks), the report."""
+
+    kind = ""
+
+    def __init__(self, model: torch.nn.Module | None = None, *,
+                 accumulation: str = "exact") -> None:
+        super().__init__()
+        if model is not None and not isinstance(model, torch.nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module or None, got "
+                            f"{type(model).__name__}")
+        if not isinstance(accumulation, str):
+            raise TypeError(f"accumulation must be a str (a model name such as 'exact' or "
+                            f"'tensorcore:h100'), got {type(accumulation).__name__}")
+        parse_model(accumulation)  # ValueError naming the models
+        self.accumulation = accumulation
+        root = type(model).__name__ if model is not None else ""
+        self.names = {id(m): f"{root}.{n}" if n else root
+                      for n, m in (model.named_modules() if model is not None else [])}
+        self.report = Report(self.kind)
+        self.saved_eps: dict[int, float] = {}
+        self._stack: list[str] = []
+        self._hooks: list[Any] = []
+
+    def path(self) -> str:
+        """The module whose forward is running, or, during backward, the module whose
+        forward made the autograd node now running (tagged by the forward hook)."""
+        node = torch._C._current_autograd_node()
+        if node is not None:
+            return f"{_metadata(node).get(_TAG, '(top level)')} (backward)"
+        return self._stack[-1] if self._stack else "(top level)"
+
+    def __enter__(self) -> Any:
+        def pre(module: torch.nn.Module, args: Any) -> None:
+            self._stack.append(self.names.get(id(module), type(module).__name__))
+
+        def post(module: torch.nn.Module, args: Any, out: Any) -> None:
+            if self._stack:
+                _tag(out, self._stack.pop())
+        mod = torch.nn.modules.module
+        self._hooks = [mod.register_module_forward_pre_hook(pre),
+                       mod.register_module_forward_hook(post)]
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        self._stack = []
+        super().__exit__(*exc)
+
+
+_TAG = "ampref_module"
+
+
+def _tag(out: Any, name: str) -> None:
+    """Mark the autograd nodes a module's forward created (those not yet marked by an
+    inner module) with its name, so backward ops can be attributed to it."""
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    todo: list[Any] = [o.grad_fn for o in outs
+                       if isinstance(o, torch.Tensor) and o.grad_fn is not None]
+    while todo:
+        node = todo.pop()
+        if node is None or _TAG in _metadata(node):
+            continue
+        _metadata(node)[_TAG] = name
+        todo.extend(n for n, _ in node.next_functions)
+
+
+def _metadata(node: Any) -> dict[str, Any]:
+    """An autograd node's metadata dict (kept for the node's lifetime)."""
+    meta: dict[str, Any] = node.metadata
+    return meta
+
+

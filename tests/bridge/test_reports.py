@@ -1,0 +1,149 @@
+"""Reports a user can act on (TRC-SHD-002..004, TRC-REC-002): masks are not hazards, each
+row shows its worst element with a relative error, saved statistics are measured apart,
+definition differences carry their clause, emulate's table puts torch-computed ops first,
+quantized linears and skipped convolutions are named."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+at = pytest.importorskip("ampref.torch")
+
+from ampref.torch.measures import compare  # noqa: E402
+from ampref.torch.report import OpRecord  # noqa: E402
+
+import zoo  # noqa: E402
+
+
+class Overflowing(torch.nn.Module):  # type: ignore[misc,name-defined]
+    """zoo's GPT (masked_fill(-inf) in every block) with one planted fp16 overflow."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gpt = zoo.GPT()
+        self.boost = torch.nn.Linear(zoo.VOCAB, zoo.VOCAB)
+
+    def forward(self, ids: Any) -> Any:
+        logits = self.gpt(ids)
+        return (self.boost(logits).half() * 1e6).float()  # |x| * 1e6 > 65504: inf
+
+
+@pytest.mark.clause("TRC-SHD-002", "TRC-SHD-003")
+def test_a_planted_overflow_heads_the_table_and_masks_are_counted_apart() -> None:
+    """Input: a minGPT whose attention masks with masked_fill(-inf) in both blocks, plus
+    one layer whose fp16 product overflows, one forward and backward under shadow.
+    Expected: the overflowing mul is the first row with inf from finite inputs; the
+    masked_fill rows count their -inf as masks (intended), none as hazards. Pass: both."""
+    torch.manual_seed(0)
+    model = Overflowing()
+    ids = torch.randint(0, zoo.VOCAB, (2, zoo.CTX))
+    with at.shadow(model) as sh:
+        model(ids).sum().backward()
+    rows = sh.report.rows()
+    assert rows[0].op == "mul" and rows[0].nonfinite_from_finite > 0, rows[0]
+    masks = [r for r in rows if r.op == "masked_fill" and "(backward)" not in r.module]
+    assert len(masks) == 2 and all(r.intended_nonfinite > 0 and r.nonfinite_from_finite == 0
+                         for r in masks)
+    table = sh.report.table(limit=3)
+    assert "masks" in table.splitlines()[0] and "| mul |" in table.splitlines()[2]
+
+
+@pytest.mark.clause("TRC-SHD-001", "TRC-SHD-004")
+def test_a_row_shows_its_worst_element_with_ulps_and_relative_error() -> None:
+    """Input: torch's and ampref's float32 results differing at index 1 by 1 ulp and at
+    index 3 by 5 ulps. Expected: 2 mismatches, max ulps 5, the worst element index 3 with
+    both values in hex, its input in hex, and a relative error 5 * 2^-23 / 1.5.
+    Pass: each field."""
+    ours = torch.tensor([1.0, 1.5, 2.0, 1.5])
+    theirs = ours.clone()
+    theirs[1] = torch.nextafter(ours[1], torch.tensor(2.0))
+    theirs[3] = ours[3] + 5 * 2.0**-23
+    rec = OpRecord(module="m", op="exp")
+    compare(rec, "exp", (torch.zeros(4),), theirs, ours)
+    assert (rec.mismatches, rec.max_ulps) == (2, 5)
+    assert rec.first["index"] == 3 and rec.first["torch"].startswith("0x3fc00005")
+    assert rec.first["inputs"] == ["0x0 (0.0)"]
+    assert math.isclose(rec.max_rel, 5 * 2.0**-23 / 1.5, rel_tol=1e-12)
+
+
+@pytest.mark.clause("TRC-SHD-004")
+def test_saved_statistics_are_measured_by_relative_error_not_as_results() -> None:
+    """Input: native_layer_norm outputs (result, mean, rstd) where only the saved mean
+    differs: torch's 1e-9 vs ampref's 0 would be billions of ulps. Expected: no
+    mismatch and no ulps for the row, the mean's relative error in saved_max_rel.
+    Pass: mismatches 0, max_ulps 0, saved_max_rel > 0."""
+    y = torch.ones(2, 4)
+    ours = (y, torch.tensor([[0.0], [1e-9]]), torch.ones(2, 1))
+    theirs = (y.clone(), torch.tensor([[1e-9], [1e-9]]), torch.ones(2, 1))
+    rec = OpRecord(module="m", op="native_layer_norm")
+    compare(rec, "native_layer_norm", (y,), theirs, ours)
+    assert (rec.mismatches, rec.max_ulps) == (0, 0) and rec.saved_max_rel > 0
+
+
+@pytest.mark.clause("TRC-SHD-004")
+def test_adamws_fused_lerp_row_names_the_definition_difference() -> None:
+    """Input: one AdamW step of an MLP under shadow (torch's lerp_ for the first moment).
+    Expected: where the lerp row differs, its note names TRC-PWO-001 and the fused
+    kernel. Pass: the note is there on every differing lerp row."""
+    torch.manual_seed(0)
+    c = zoo.case("mlp")
+    opt = torch.optim.AdamW(c.model.parameters(), lr=1e-2, foreach=False)
+    c.loss(c.model(c.inputs)).backward()
+    with at.shadow(c.model) as sh:
+        opt.step()
+    lerps = [r for r in sh.report.rows() if r.op.startswith("lerp") and r.mismatches]
+    assert all("TRC-PWO-001" in r.note and "fused" in r.note for r in lerps)
+
+
+@pytest.mark.clause("TRC-SHD-001")
+def test_shadow_takes_fallback_like_emulate() -> None:
+    """Input: shadow(model, fallback=...) with 'torch', 'error' and 'numpy', and an op
+    without a reference (cumsum). Expected: 'torch' records it as not emulated, 'error'
+    raises UnsupportedOpError naming it, 'numpy' is refused with the choices.
+    Pass: the three behaviours."""
+    x = torch.randn(4)
+    with at.shadow(fallback="torch") as sh:
+        torch.cumsum(x * 2.0, 0)
+    assert [r.op for r in sh.report.not_emulated()] == ["cumsum"]
+    with pytest.raises(at.UnsupportedOpError, match="cumsum"):
+        with at.shadow(fallback="error"):
+            torch.cumsum(x * 2.0, 0)
+    with pytest.raises(ValueError, match="fallback must be 'error' or 'torch'"):
+        at.shadow(fallback="numpy")
+
+
+@pytest.mark.clause("TRC-EMU-002")
+def test_emulates_table_lists_the_ops_torch_computed_first() -> None:
+    """Input: mul, cumsum (no reference) and exp under emulate(fallback='torch').
+    Expected: the table's first row is cumsum, 'no (torch)', with its reason; emulate's
+    table has no mismatch columns. Pass: row order and header."""
+    x = torch.randn(4)
+    with at.emulate(fallback="torch") as em:
+        torch.exp(torch.cumsum(x * 2.0, 0))
+    lines = em.report.table().splitlines()
+    assert "mismatches" not in lines[0]
+    assert "| cumsum |" in lines[2] and "no (torch)" in lines[2]
+
+
+@pytest.mark.clause("TRC-REC-002")
+def test_quantized_linears_and_skipped_convolutions_are_in_the_report() -> None:
+    """Input: a conv + linear model, one step under emulate(recipe='mxfp8').
+    Expected: a 'linear (recipe)' row for the linear with recipe mxfp8, profile te and
+    operand statistics for x, w and g; the convolution row noted as not quantized.
+    Pass: both rows as stated."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 6 * 6, 32))
+    with at.emulate(model, recipe="mxfp8") as em:
+        model(torch.randn(2, 3, 8, 8)).sum().backward()
+    lin = [r for r in em.report.rows() if r.op == "linear (recipe)"]
+    assert len(lin) == 1 and lin[0].module == "Sequential.2"
+    assert lin[0].quant["recipe"] == "mxfp8" and set(lin[0].quant["stats"]) == {"x", "w", "g"}
+    assert all(np.isfinite(v) for s in lin[0].quant["stats"].values() for v in s.values())
+    conv = [r for r in em.report.rows() if r.op == "convolution"]
+    assert conv and "not quantized" in conv[0].note
