@@ -139,7 +139,8 @@ def autocast(device_type: str, dtype: str | Format | None = None, enabled: bool 
 @contextmanager
 def suspended() -> Iterator[None]:
     """Nested ops of a listed op run without re-casting (torch excludes the key)."""
-    token = _STATE.set(replace(_STATE.get(), suspended=True))
+    state = _STATE.get()
+    token = _STATE.set(state if state.suspended else _suspended(state))
     try:
         yield
     finally:
@@ -151,6 +152,21 @@ def active() -> tuple[Policy | MixedPolicy | None, Format | None]:
     (None, None) outside autocast or inside ``enabled=False``."""
     st = _STATE.get()
     return (st.policy, st.dtype) if st.enabled else (None, None)
+
+
+#: the last state suspended and its twin (suspension is entered once per emulated op;
+#: holding the state keeps the identity check sound)
+_LAST: list[tuple[_State, _State]] = []
+
+
+def _suspended(state: _State) -> _State:
+    """The suspended twin of a state, made once per state (one atomic read of the pair,
+    so threads never mix one state's twin with another's)."""
+    pair = _LAST[0] if _LAST else None
+    if pair is None or pair[0] is not state:
+        pair = (state, replace(state, suspended=True))
+        _LAST[:] = [pair]
+    return pair[1]
 
 
 def cache_region() -> Region | None:
