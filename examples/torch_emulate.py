@@ -4,9 +4,10 @@
 
 The model is ordinary torch code (a small GPT-style transformer); nothing in it refers
 to ampref. ``ampref.torch.emulate`` computes every floating aten op (forward, backward,
-AdamW) with ampref's numerics, here under torch's CUDA autocast lists applied on the CPU
-(``ampref.torch.autocast("cuda", torch.float16)``) with torch's GradScaler. Afterwards
-``ampref.torch.shadow`` lets torch compute one step and compares each op with ampref.
+AdamW) with ampref's numerics; the loop is written for a GPU (``torch.autocast("cuda")``,
+``torch.amp.GradScaler("cuda")``) and runs unchanged on the CPU, torch's CUDA autocast
+lists applied per aten op. Afterwards ``ampref.torch.shadow`` lets torch compute one step
+and compares each op with ampref.
 """
 
 from __future__ import annotations
@@ -48,12 +49,12 @@ def main() -> None:
     torch.manual_seed(0)
     model = TinyGPT()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    scaler = torch.amp.GradScaler("cpu")
     text = torch.randint(0, 65, (64, 33))
     with at.emulate(model) as em:
+        scaler = torch.amp.GradScaler("cuda")  # made inside emulate: enabled without a GPU
         for step in range(args.steps):
             batch = text[(step * 8) % 64:(step * 8) % 64 + 8]
-            with at.autocast("cuda", torch.float16):  # torch's CUDA lists, on CPU tensors
+            with torch.autocast("cuda", dtype=torch.float16):  # CUDA's lists, CPU tensors
                 logits = model(batch[:, :-1])
                 loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 65),
                                                          batch[:, 1:].reshape(-1))
