@@ -62,7 +62,9 @@ def _conv(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any
 def _conv_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     g, x, w, bias_sizes, stride, padding, dilation, transposed, _, groups, mask = args
     _check_conv(stride, padding, dilation, transposed, groups)
-    b = torch.zeros(bias_sizes, dtype=w.dtype) if bias_sizes is not None else None
+    # torch passes bias_sizes [0] for a convolution without bias: no bias then
+    b = torch.zeros(bias_sizes, dtype=w.dtype) if mask[2] and bias_sizes and \
+        math.prod(bias_sizes) > 0 else None
     grads = replay(lambda x_, w_, b_: F.conv2d(x_, w_, b_, tuple(stride), tuple(padding),
                                                accumulation=ctx.accumulation),
                    [x, w, b], [mask[0], mask[1], mask[2] and b is not None], g)

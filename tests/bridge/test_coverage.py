@@ -108,3 +108,32 @@ def test_a_jmp_policy_casts_every_torch_call_into_the_compute_format() -> None:
         dts = (torch.nn.functional.linear(x, w).dtype, torch.softmax(x, -1).dtype,
                torch.exp(x).dtype, torch.exp(x.double()).dtype)
     assert dts == (torch.bfloat16, torch.bfloat16, torch.bfloat16, torch.float64)
+
+
+@pytest.mark.clause("TRC-NRM-001")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_overlapping_max_pool_gradients_are_exact_sums_rounded_once(dtype: str) -> None:
+    """Input: ResNet's max pool (3x3, stride 2, padding 1: windows overlap) backward on a
+    (2, 3, 9, 9) input, seeded gradients. Expected: each input's gradient is the exact
+    sum (Fractions) of the output gradients whose argmax it is, rounded to float32 and
+    then to the dtype. Pass: bitwise equal to that oracle."""
+    from fractions import Fraction
+
+    dt = getattr(torch, dtype)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 9, 9).to(dt)
+    y, idx = torch.nn.functional.max_pool2d(x, 3, 2, 1, return_indices=True)
+    g = torch.randn_like(y)
+    with at.emulate():
+        ours = torch.ops.aten.max_pool2d_with_indices_backward(
+            g, x, [3, 3], [2, 2], [1, 1], [1, 1], False, idx)
+    grads, where = g.float().numpy().reshape(6, -1), idx.numpy().reshape(6, -1)
+    exact = np.zeros((6, 81))
+    for p in range(6):
+        acc: dict[int, Fraction] = {}
+        for v, k in zip(grads[p], where[p], strict=True):
+            acc[int(k)] = acc.get(int(k), Fraction(0)) + Fraction(float(v))
+        for k, v in acc.items():
+            exact[p, k] = float(v)
+    want = torch.from_numpy(exact.astype(np.float32)).to(dt).reshape(x.shape)
+    assert_bitwise_equal(ours.float().numpy(), want.float().numpy())

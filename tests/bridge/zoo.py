@@ -1,5 +1,6 @@
 """Whole torch models written the way public training scripts write them, for the
-bridge's dtype and coverage tests: an MLP, a CNN with batch norm, an ``nn.TransformerEncoder``
+bridge's dtype and coverage tests: an MLP, a CNN with batch norm, a torchvision-style
+ResNet (overlapping max pool, bias-free convs, projection shortcut), an ``nn.TransformerEncoder``
 language model with a causal mask, a GPT with a ``masked_fill(-inf)`` mask and manual
 attention, an LSTM and a GRU language model. Each ``case`` gives the model, its inputs and
 the loss of one training step."""
@@ -39,6 +40,48 @@ class CNN(nn.Module):
 
     def forward(self, x: Any) -> Any:
         return self.classifier(torch.flatten(self.features(x), 1))
+
+
+class BasicBlock(nn.Module):
+    """torchvision's ResNet basic block: two 3x3 convs without bias, batch norm, a 1x1
+    strided projection on the shortcut where the shape changes."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample: nn.Module = nn.Identity()
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                            nn.BatchNorm2d(cout))
+
+    def forward(self, x: Any) -> Any:
+        out = self.relu(self.bn1(self.conv1(x)))
+        return self.relu(self.bn2(self.conv2(out)) + self.downsample(x))
+
+
+class ResNet(nn.Module):
+    """torchvision's ResNet layout in miniature: 7x7 stride-2 stem, 3x3 stride-2 max pool
+    (overlapping windows), two stages, adaptive average pool, linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        self.layer1 = BasicBlock(8, 8, 1)
+        self.layer2 = BasicBlock(8, 16, 2)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x: Any) -> Any:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer2(self.layer1(x))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
 class TransformerLM(nn.Module):
@@ -139,6 +182,10 @@ def case(name: str) -> Case:
     if name == "cnn":
         y = torch.randint(0, 10, (4,))
         return Case(name, CNN(), torch.randn(4, 3, 8, 8), lambda out: F.cross_entropy(out, y))
+    if name == "resnet":
+        y = torch.randint(0, 10, (2,))
+        return Case(name, ResNet(), torch.randn(2, 3, 32, 32),
+                    lambda out: F.cross_entropy(out, y))
     ids = torch.randint(0, VOCAB, (3, CTX + 1))
     models: dict[str, Callable[[], nn.Module]] = {"transformer": TransformerLM, "gpt": GPT,
               "lstm": lambda: RNNLM("LSTM"), "gru": lambda: RNNLM("GRU")}
@@ -147,4 +194,4 @@ def case(name: str) -> Case:
                 lambda out: F.cross_entropy(out.reshape(-1, VOCAB), tgt.reshape(-1)))
 
 
-NAMES = ["mlp", "cnn", "transformer", "gpt", "lstm", "gru"]
+NAMES = ["mlp", "cnn", "resnet", "transformer", "gpt", "lstm", "gru"]
