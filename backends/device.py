@@ -20,8 +20,11 @@ Numerics (what agrees with the NumPy reference, and how):
   float32). Not bit-exact: within the bound of BKD-MM-002.
 * ``matmul(accumulation="tensorcore:h100"|"tensorcore:h200")`` with fp16/bf16 inputs:
   the WMMA chain kernel (``mma_chain.cu``) with a fixed ascending k order, which the
-  block-FMA model predicts bit for bit (BKD-MM-003). Other accumulation models are
-  computed by the reference on the host (one copy each way).
+  block-FMA model predicts bit for bit (BKD-MM-003); the same kernel serves
+  ``cublas:h100``/``cublas:h200`` for fp16/bf16 inputs (the library GEMM is that chain in
+  float32, ACC-LIB-001). Other accumulation models are computed by the reference on the
+  host (one copy each way). Names are parsed by the registry
+  (:mod:`ampref.accumulation.registry`).
 * Loss scaling: gradients are unscaled and checked by one kernel per tensor that raises
   a flag in the scaler's device row; one kernel applies the transition of
   :func:`ampref.scaling.machine.transition`, and one read of that row per step is the step's
@@ -39,7 +42,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ampref.accumulation import models as _acc
+from ampref.accumulation.registry import resolve
 from ampref.accumulation import certified as _cert
 from ampref.formats.table import Format, get_format
 from ampref.formats.rounding import get_rounding
@@ -173,13 +176,15 @@ class DeviceBackend:
         if a.dtype == xp.float64 or b.dtype == xp.float64:
             return xp.matmul(xp.asarray(a, xp.float64), xp.asarray(b, xp.float64))
         fin = get_format(input_format) if input_format is not None else get_format("float32")
-        if accumulation == "exact":
+        model = resolve(accumulation)  # the registry: one parse of every name
+        if model.kernel == "exact":
             return _cert.matmul_f32(a, b, fin.precision_bits, xp=xp)
-        if accumulation == "cublas":
+        if model.kernel == "cublas":
             return self._batched(a, b, lambda A, B: self._gemm_ex(A, B, fin))
-        kind, gpu = _acc.parse_model(accumulation)
-        if (kind == "tensorcore" and gpu in MMA_GPUS and fin.name in _MMA_FORMATS
-                and isinstance(self.kernels, TensorCoreKernels)):
+        # the chain kernel computes tensorcore:<gpu>, and cublas:<gpu> for 16-bit inputs
+        # (the library GEMM is that chain in float32: ACC-LIB-001)
+        if (model.kernel in ("tensorcore", "library") and model.gpu in MMA_GPUS
+                and fin.name in _MMA_FORMATS and isinstance(self.kernels, TensorCoreKernels)):
             return self._batched(a, b, lambda A, B: self._mma(A, B, fin))
         # every other model: the reference on the host (one copy each way)
         from .numpy_backend import BACKEND as REF

@@ -8,6 +8,7 @@ import numpy as np
 
 from ampref.accumulation import models as _acc
 from ampref.accumulation import certified as _cert
+from ampref.accumulation.registry import resolve
 from ampref.formats.cast import quantize as _quantize
 from ampref.kernels.srhash import random_bits as _random_bits
 
@@ -36,7 +37,7 @@ class NumpyBackend:
         :func:`ampref.accumulation.models.matmul` per 2-D slice."""
         if a.dtype == np.float64 or b.dtype == np.float64:
             return np.matmul(np.asarray(a, np.float64), np.asarray(b, np.float64))
-        if accumulation == "exact":
+        if resolve(accumulation).kernel == "exact":  # the registry parses every name
             prec = input_format.precision_bits if input_format is not None else 24
             return _cert.matmul_f32(a, b, prec)
         fin = input_format if input_format is not None else "float32"

@@ -54,165 +54,10 @@ import numpy.typing as npt
 
 from ampref import kernels
 from ampref.kernels.arrays import frozen
-from ampref.formats.exactsum import round_odd_exact
+from .certify import (STATS, Stats, certify, fits, gamma2, norm_bounds, quantum_bound,
+                      range_factors, resolve, tight_bound, to_host)
 
 __all__ = ["STATS", "Stats", "matmul_f32", "segment_sum_f32", "sum_f32"]
-
-_U = 2.0**-53
-
-
-class Stats:
-    """Counters of certified elements and exact fallbacks (for tests and reports)."""
-
-    def __init__(self) -> None:
-        self.elements = 0
-        self.fallbacks = 0
-
-
-STATS = Stats()
-
-
-def _to_host(xp: Any, a: Any) -> Any:
-    """A NumPy copy of a backend array (``cupy.asnumpy``; NumPy arrays pass through)."""
-    return xp.asnumpy(a) if hasattr(xp, "asnumpy") else np.asarray(a)
-
-
-def _gamma(n: int) -> float:
-    return 2.0 * (n * _U) / (1.0 - n * _U)
-
-
-def _certify(r: npt.NDArray[np.float64], e: npt.NDArray[np.float64],
-             xp: Any = np) -> tuple[Any, Any]:
-    """float32 results and the mask of elements that need the exact fallback."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = r.astype(xp.float32)
-        lo = (r - e).astype(xp.float32)
-        hi = (r + e).astype(xp.float32)
-    bad = (lo != hi) & xp.isfinite(r)
-    STATS.elements += r.size
-    return out, bad
-
-
-def _quantum_log2(x: npt.NDArray[np.float64], xp: Any = np) -> npt.NDArray[np.float64]:
-    """log2 of the lowest set bit's value of each element (+inf for zeros and non-finite)."""
-    m, e = xp.frexp(x)
-    mi = (m * 2.0**53).astype(xp.int64)
-    low = (mi & -mi).astype(xp.float64)  # a power of two (0 for zero)
-    _, le = xp.frexp(low)
-    return xp.where((low != 0) & xp.isfinite(x), (le - 1 + e - 53).astype(xp.float64), xp.inf)
-
-
-def _exact_by_range(terms: npt.NDArray[np.float64], xp: Any = np) -> tuple[Any, Any]:
-    """Row sums that float64 computes exactly, and the mask of those rows."""
-    qexp = _quantum_log2(terms, xp).min(axis=1)
-    total = xp.sum(xp.abs(terms), axis=1)
-    return xp.sum(terms, axis=1), _fits(total, qexp, xp)
-
-
-def _fits(total: Any, qexp: Any, xp: Any = np) -> Any:
-    """sum |terms| <= 2^52 q (with margin for the rounding of ``total`` itself)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        e = xp.clip(xp.where(xp.isfinite(qexp), qexp, 0), -1074, 1000).astype(xp.int64)
-        lim = xp.ldexp(1.0, e + 52)
-        return (~xp.isfinite(qexp)) | (total * (1 + 2.0**-40) <= lim)
-
-
-def _resolve(out: Any, bad: Any, terms: npt.NDArray[np.float64], xp: Any = np) -> None:
-    """Fill ``out[bad]`` with fl32 of the exact row sums of ``terms`` (rows = bad elements)."""
-    exact, ok = _exact_by_range(terms, xp)
-    with np.errstate(over="ignore"):
-        r32 = exact.astype(xp.float32)
-    if not ok.all():
-        rest = xp.flatnonzero(~ok)
-        r32[rest] = _refine(terms[rest], xp)
-    out[bad] = r32
-
-
-def _refine(terms: npt.NDArray[np.float64], xp: Any = np) -> npt.NDArray[np.float32]:
-    """Compensated sum of each row, certified, with the integer fallback for the rest.
-
-    The rows are reduced pairwise with TwoSum (log2 K vectorised levels): the tree of
-    float64 sums ``s`` plus every TwoSum error equals the exact sum, and the errors are
-    summed in float64. Whatever the order, the errors of a float64 summation satisfy
-    ``sum |e| <= gamma(K-1) sum |p|``, so the result obeys Sum2's bound
-    ``|res - s| <= u |s| + gamma(K-1)^2 sum |p|`` (Ogita, Rump & Oishi 2005, Prop. 4.5).
-    """
-    s = terms.copy()
-    c = xp.zeros(terms.shape[0])
-    while s.shape[1] > 1:
-        if s.shape[1] % 2:
-            s = xp.concatenate([s, xp.zeros((s.shape[0], 1))], axis=1)
-        a, b = s[:, 0::2], s[:, 1::2]
-        t = a + b
-        z = t - a
-        c += xp.sum((a - (t - z)) + (b - z), axis=1)
-        s = t
-    res = (s[:, 0] if s.shape[1] else xp.zeros(terms.shape[0])) + c
-    n = terms.shape[1]
-    e = (2.0 * _U * xp.abs(res) + _gamma(n + 2) ** 2 * xp.sum(xp.abs(terms), axis=1)) * 2.0
-    r32, still = _certify(res, e, xp)
-    STATS.elements -= res.size  # the same elements, counted once
-    for i in _to_host(xp, xp.flatnonzero(still)):
-        # the integer fallback runs on the host (a handful of elements per thousands)
-        r32[int(i)] = xp.float32(round_odd_exact(_to_host(xp, terms[int(i)])))
-    STATS.fallbacks += int(still.sum())
-    return r32
-
-
-def _quantum_bound(x: npt.NDArray[Any], axis: int | tuple[int, ...], precision: int,
-                   keepdims: bool = False, xp: Any = np) -> Any:
-    """A lower bound of log2 of the products' quantum along ``axis``, per row/column:
-    every nonzero value of a format with ``precision`` significant bits is a multiple of
-    2^(floor(log2 |x|) - precision + 1), and never of less than float32's 2^-149."""
-    if x.dtype == xp.float32:
-        # smallest nonzero magnitude on the bit patterns: |x| - 1 wraps zeros to the top
-        u = x.view(xp.uint32) & xp.uint32(0x7FFFFFFF)
-        m = (u - xp.uint32(1)).min(axis=axis, keepdims=keepdims) + xp.uint32(1)
-        mn = xp.where((m == 0) | (m >= 0x7F800000), xp.inf, m.view(xp.float32).astype(xp.float64))
-    else:
-        ax = xp.abs(x)
-        mn = xp.min(xp.where(ax > 0, ax, xp.inf), axis=axis, keepdims=keepdims)
-    with np.errstate(invalid="ignore"):
-        _, e = xp.frexp(xp.where(xp.isfinite(mn), mn, 1.0))
-    q = xp.maximum(e.astype(xp.float64) - precision, -149.0)
-    return xp.where(xp.isfinite(mn), q, xp.inf)
-
-
-def _norm_bounds(a64: Any, b64: Any, xp: Any = np) -> tuple[Any, Any]:
-    """Per row of ``a`` and column of ``b``: ``na``, ``nb`` with ``na_i nb_j`` at least
-    ``sum_k |a_ik b_kj|`` (Cauchy-Schwarz), at the cost of two passes over the operands
-    instead of a second GEMM.
-
-    Squares of float32 values are exact in float64 (2^-298 .. 2^256, no underflow or
-    overflow); the float64 sum of K squares, the square roots and the final product
-    each lose at most a relative ``gamma``, which the factor ``1 + 2 gamma(K + 4)`` on
-    ``na`` covers. NaN or inf in a row/column makes its bound NaN or inf.
-    """
-    K = a64.shape[-1]
-    na = xp.sqrt(xp.sum(a64 * a64, axis=-1)) * (1.0 + _gamma(K + 4))
-    nb = xp.sqrt(xp.sum(b64 * b64, axis=-2))
-    return na, nb
-
-
-def _range_factors(na: Any, nb: Any, qa: Any, qb: Any, xp: Any = np) -> tuple[Any, Any]:
-    """``u_i``, ``v_j`` with ``u_i v_j <= 1`` exactly where ``na_i nb_j <= 2^(52 + qa_i +
-    qb_j)``: the exact-by-range test of phase 2 as an outer product of two vectors. An
-    all-zero row or column (quantum +inf) gets 0: its dot products are exactly 0."""
-    ea = xp.where(xp.isfinite(qa), qa + 52, 0).astype(xp.int64)
-    eb = xp.where(xp.isfinite(qb), qb, 0).astype(xp.int64)
-    u = xp.where(xp.isfinite(qa), xp.ldexp(na, -ea), 0.0)
-    v = xp.where(xp.isfinite(qb), xp.ldexp(nb, -eb), 0.0)
-    return u, v
-
-
-def _tight_bound(a64: Any, b64: Any, qa: Any, qb: Any, xp: Any = np) -> Any:
-    """The error bound from ``S = |A| @ |B|`` (a second float64 GEMM), zero where the
-    exact-by-range test passes on S itself. Used when the norm bound leaves too many
-    elements undecided (sparse or spiky operands, where Cauchy-Schwarz is loose)."""
-    K = a64.shape[-1]
-    S = xp.matmul(xp.abs(a64), xp.abs(b64))
-    exact = _fits(S, qa[..., :, None] + qb[..., None, :], xp)
-    return xp.where(exact, 0.0, _gamma(K + 2) * S * 2.0)
 
 
 def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24,
@@ -239,24 +84,24 @@ def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24,
         r = xp.matmul(a64, b64)
         if K == 0 or r.size == 0:
             return r.astype(xp.float32)
-        na, nb = _norm_bounds(a64, b64, xp)
-        qa = _quantum_bound(xp.asarray(a), -1, precision, xp=xp)
-        qb = _quantum_bound(xp.asarray(b), -2, precision, xp=xp)
-        u, v = _range_factors(na, nb, qa, qb, xp)
+        na, nb = norm_bounds(a64, b64, xp)
+        qa = quantum_bound(xp.asarray(a), -1, precision, xp=xp)
+        qb = quantum_bound(xp.asarray(b), -2, precision, xp=xp)
+        u, v = range_factors(na, nb, qa, qb, xp)
         if xp.max(u) * xp.max(v) * (1 + 2.0**-40) <= 1.0:
             # every partial sum of every element is exact in float64 (the common case
             # for fp16/bf16 operands): rounding r once is the answer, NaN/inf included
             STATS.elements += r.size
             return r.astype(xp.float32)
-        e = (na * _gamma(K + 2) * 2.0)[..., :, None] * nb[..., None, :]
+        e = (na * gamma2(K + 2) * 2.0)[..., :, None] * nb[..., None, :]
         if xp.min(u) * xp.min(v) <= 1.0:
             exact = (u[..., :, None] * v[..., None, :]) * (1 + 2.0**-40) <= 1.0
             e = xp.where(exact, 0.0, e)
-    out, bad = _certify(r, e, xp)
+    out, bad = certify(r, e, xp)
     if int(bad.sum()) * 32 > max(r.size, 2048):
         STATS.elements -= r.size  # the same elements, certified again with the GEMM bound
         with np.errstate(over="ignore", invalid="ignore"):
-            out, bad = _certify(r, _tight_bound(a64, b64, qa, qb, xp), xp)
+            out, bad = certify(r, tight_bound(a64, b64, qa, qb, xp), xp)
     _resolve_gemm(out, bad, a64, b64, xp)
     return out
 
@@ -271,7 +116,7 @@ def _resolve_gemm(out: Any, bad: Any, a64: Any, b64: Any, xp: Any = np) -> None:
     bt = xp.broadcast_to(xp.swapaxes(b64, -1, -2), out.shape[:-2] + (out.shape[-1], K))
     rows = ab[idx[:-2] + (idx[-2],)]
     cols = bt[idx[:-2] + (idx[-1],)]
-    _resolve(out, bad, rows * cols, xp)
+    resolve(out, bad, rows * cols, xp)
 
 
 def _matmul_compiled(a: Any, b: Any, precision: int) -> npt.NDArray[np.float32]:
@@ -307,9 +152,9 @@ def _gemm_exact_by_range(a: Any, b: Any, a64: Any, b64: Any, precision: int) -> 
     """Phase 2's whole-GEMM test: every row-column pair passes the exact-by-range test
     (``u_i v_j <= 1`` for the largest ``u`` and ``v``), so no element needs certifying."""
     with np.errstate(over="ignore", invalid="ignore"):
-        na, nb = _norm_bounds(a64, b64)
-        u, v = _range_factors(na, nb, _quantum_bound(a, -1, precision),
-                              _quantum_bound(b, -2, precision))
+        na, nb = norm_bounds(a64, b64)
+        u, v = range_factors(na, nb, quantum_bound(a, -1, precision),
+                              quantum_bound(b, -2, precision))
         top = float(np.max(u, initial=0.0)) * float(np.max(v, initial=0.0))
     return math.isfinite(top) and top * (1 + 2.0**-40) <= 1.0
 
@@ -325,18 +170,18 @@ def sum_f32(x: npt.NDArray[Any], axis: int | tuple[int, ...] | None = None,
     with np.errstate(over="ignore", invalid="ignore"):
         r = xp.sum(x64, axis=axes, keepdims=True)
         S = xp.sum(xp.abs(x64), axis=axes, keepdims=True)
-        e = _gamma(n + 2) * S * 2.0
-        q = (_quantum_bound(xp.asarray(x), axes, 24, keepdims=True, xp=xp) if x64.size
+        e = gamma2(n + 2) * S * 2.0
+        q = (quantum_bound(xp.asarray(x), axes, 24, keepdims=True, xp=xp) if x64.size
              else xp.zeros_like(r))
-        e = xp.where(_fits(S, q, xp), 0.0, e)
-    out, bad = _certify(r, e, xp)
+        e = xp.where(fits(S, q, xp), 0.0, e)
+    out, bad = certify(r, e, xp)
     if bad.any():
         # rows of the reduced elements: move the reduced axes last and flatten them
         tail = tuple(range(x64.ndim - len(axes), x64.ndim))
         flat = xp.moveaxis(x64, axes, tail).reshape(-1, n)
         out_flat = xp.moveaxis(out, axes, tail).reshape(-1).copy()
         bad_flat = xp.moveaxis(bad, axes, tail).reshape(-1)
-        _resolve(out_flat, bad_flat, flat[bad_flat], xp)
+        resolve(out_flat, bad_flat, flat[bad_flat], xp)
         out = xp.moveaxis(out_flat.reshape(xp.moveaxis(out, axes, tail).shape), tail, axes)
     if not keepdims:
         out = out.reshape([s for i, s in enumerate(out.shape) if i not in axes])
@@ -395,16 +240,16 @@ def segment_sum_f32(x: npt.NDArray[Any], starts: Any, xp: Any = np) -> npt.NDArr
     counts = xp.diff(xp.concatenate([starts, xp.asarray([n])]))
     if int(starts[0]) != 0 or int(counts.min()) < 1:
         raise ValueError(f"segment starts must begin at 0 and increase strictly below {n} "
-                         f"(every segment non-empty), got {_to_host(xp, starts).tolist()[:8]}")
+                         f"(every segment non-empty), got {to_host(xp, starts).tolist()[:8]}")
     m = int(counts.max())
     with np.errstate(over="ignore", invalid="ignore"):
         r = xp.add.reduceat(x64, starts, axis=0)
-        e = _gamma(m + 2) * xp.add.reduceat(xp.abs(x64), starts, axis=0) * 2.0
-    out, bad = _certify(r, e, xp)
+        e = gamma2(m + 2) * xp.add.reduceat(xp.abs(x64), starts, axis=0) * 2.0
+    out, bad = certify(r, e, xp)
     if bad.any():
         seg, col = xp.nonzero(bad)
         j = xp.arange(m)
         rows = xp.minimum(starts[seg][:, None] + j[None, :], n - 1)
         terms = xp.where(j[None, :] < counts[seg][:, None], x64[rows, col[:, None]], 0.0)
-        _resolve(out, bad, terms, xp)
+        resolve(out, bad, terms, xp)
     return out

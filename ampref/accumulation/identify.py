@@ -30,9 +30,11 @@ from ampref.formats.cast import quantize
 from ampref.formats.table import get_format
 
 from .gpus import FAMILY, GPUS
-from .models import MODELS, matmul
+from .models import matmul
+from .registry import CLASSIC, LIBRARY_GPUS
 
-__all__ = ["GemmIdentification", "gemm_battery", "gemm_candidates", "identify_gemm"]
+__all__ = ["GemmIdentification", "gemm_battery", "gemm_candidates", "identify_gemm",
+           "run_candidate"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,17 +92,49 @@ def gemm_battery(input_format: str, *, seed: int = 0, k: int = 64
 
 def gemm_candidates(input_format: str, output_format: str = "float32"
                     ) -> list[tuple[str, dict[str, Any]]]:
-    """(label, matmul keywords) of every model that takes ``input_format``."""
-    out = [(m, {"accumulation": m}) for m in MODELS[:-1]]
-    fam = FAMILY.get(get_format(input_format).name)
-    for name, gpu in GPUS.items():
-        if fam is None or get_format(input_format).name not in gpu.inputs:
+    """(label, matmul keywords) of every model that takes ``input_format`` and writes
+    ``output_format``: the classic models, each tensor-core instruction model (ampref's
+    and MMA-Sim's rules; for a 16-bit output both its 16-bit accumulator mode and the
+    float32 chain rounded once into the output, keyword ``round_to``), and each library
+    model (``cublas:<gpu>``, with ``:fast-accum`` for FP8). Every candidate runs on a
+    probe first; one that refuses these formats is left out."""
+    fin, fout = get_format(input_format), get_format(output_format)
+    out: list[tuple[str, dict[str, Any]]] = [(m, {"accumulation": m}) for m in CLASSIC]
+    if FAMILY.get(fin.name) is not None:
+        for name, gpu in GPUS.items():
+            if fin.name not in gpu.inputs:
+                continue
+            for rules in ("ampref", "mmasim"):
+                kw = {"accumulation": f"tensorcore:{name}", "rules": rules}
+                out.append((f"tensorcore:{name}, rules={rules}", kw))
+                if fout.name in ("float16", "bfloat16"):
+                    out.append((f"tensorcore:{name}, rules={rules}, float32 rounded once to "
+                                f"{fout.name}", {**kw, "round_to": fout.name}))
+    for gpu in LIBRARY_GPUS:
+        out.append((f"cublas:{gpu}", {"accumulation": f"cublas:{gpu}"}))
+        if fin.name.startswith("float8"):
+            out.append((f"cublas:{gpu}:fast-accum", {"accumulation": f"cublas:{gpu}:fast-accum"}))
+    probe = np.zeros((1, 1))
+    usable = []
+    for label, kw in out:
+        full = {**kw, "input_format": fin.name, "output_format": output_format}
+        try:
+            run_candidate(probe, probe, full)
+        except ValueError:  # the model does not take these formats
             continue
-        for rules in ("ampref", "mmasim"):
-            out.append((f"tensorcore:{name}, rules={rules}",
-                        {"accumulation": f"tensorcore:{name}", "rules": rules}))
-    return [(label, {**kw, "input_format": input_format, "output_format": output_format})
-            for label, kw in out]
+        usable.append((label, full))
+    return usable
+
+
+def run_candidate(a: Any, b: Any, kw: dict[str, Any]) -> npt.NDArray[np.float32]:
+    """One candidate's GEMM: ``matmul(**kw)``, or with ``round_to`` the float32 result
+    rounded once (nearest-even) into that format."""
+    kw = dict(kw)
+    target = kw.pop("round_to", None)
+    if target is not None:
+        kw["output_format"] = "float32"
+    r = np.asarray(matmul(a, b, **kw), np.float32)
+    return r if target is None else np.asarray(quantize(r, target), np.float32)
 
 
 def _same(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
@@ -134,7 +168,7 @@ def identify_gemm(fn: Callable[[Any, Any], Any], input_format: str, *,
     best: tuple[int, str, Any] | None = None
     matches = []
     for label, kw in gemm_candidates(input_format, output_format):
-        want = [np.asarray(matmul(a, b, **kw), np.float32) for a, b in pairs]
+        want = [run_candidate(a, b, kw) for a, b in pairs]
         ok = [_same(g, w) for g, w in zip(got, want, strict=True)]
         bad = sum(int((~o).sum()) for o in ok)
         if bad == 0:

@@ -25,14 +25,16 @@ import numpy as np
 import numpy.typing as npt
 
 from . import mfma, tensorcore
+from .library import library_dot, library_gemm
+from .registry import DEFAULT, Resolved, model_names, resolve
 from ampref.formats.cast import quantize
 from ampref.formats.exactsum import add_rounded, round_odd_exact
 from ampref.formats.table import Format, get_format
 
-__all__ = ["MODELS", "dot", "matmul", "parse_model", "error_bound"]
+__all__ = ["DEFAULT", "MODELS", "dot", "matmul", "parse_model", "error_bound"]
 
-#: the accumulation models by name (``tensorcore:<gpu>`` takes a GPU of tensorcore.GPUS)
-MODELS = ("sequential", "pairwise", "exact", "fma-chain", "tensorcore:<gpu>")
+#: the accumulation models by name (templates take a GPU), from the registry's rows
+MODELS = tuple(model_names())
 
 
 def _check_rules(kind: str, rules: object, accumulation: str) -> None:
@@ -42,27 +44,21 @@ def _check_rules(kind: str, rules: object, accumulation: str) -> None:
 
 
 def parse_model(accumulation: str) -> tuple[str, str | None]:
-    """Split a model name into (kind, gpu).
+    """Split a model name into (kind, gpu): the registry's parse (:func:`resolve`).
 
     Raises:
+        TypeError: not a str.
         ValueError: unknown model or GPU (choices listed).
     """
-    if not isinstance(accumulation, str):
-        raise TypeError(f"accumulation must be a str, got {type(accumulation).__name__}")
-    if accumulation.startswith("tensorcore:"):
-        gpu = accumulation.split(":", 1)[1].lower()
-        if gpu in mfma.AMD_GPUS or gpu in mfma.UNMODELLED:
-            mfma.get_amd_gpu(gpu)  # an unmodelled one raises, saying why
-            return "mfma", gpu
-        if gpu not in tensorcore.GPUS:
-            raise ValueError(f"unknown GPU {gpu!r} in {accumulation!r}; known: "
-                             f"{', '.join([*tensorcore.GPUS, *mfma.AMD_GPUS])}")
-        return "tensorcore", gpu
-    if accumulation in MODELS[:-1]:
-        return accumulation, None
-    raise ValueError(f"unknown accumulation model {accumulation!r}; choose one of "
-                     f"{', '.join(MODELS[:-1])}, or tensorcore:<gpu> with gpu in "
-                     f"{', '.join([*tensorcore.GPUS, *mfma.AMD_GPUS])}")
+    r = resolve(accumulation)
+    return r.kernel, r.gpu
+
+
+def _host_only(r: Resolved) -> None:
+    if r.kernel == "cublas":
+        raise ValueError("accumulation='cublas' is the real cuBLAS call: it runs on a GPU "
+                         "backend (ampref.backends.get('cupy')); on the host use its "
+                         "model 'cublas:h100' (or 'cublas:h200')")
 
 
 def _fl(x: Any, fmt: Format) -> Any:
@@ -110,15 +106,17 @@ def _exact(a: Any, b: Any, c: Any, fmt: Format) -> Any:
 
 
 def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
-        accumulation: str = "sequential", input_format: str | Format = "float32",
+        accumulation: str = DEFAULT, input_format: str | Format = "float32",
         output_format: str | Format = "float32", quantize_inputs: bool = False,
         b_format: str | Format | None = None, rules: str | tensorcore.Rules | None = None
         ) -> Any:
     """Batched dot products over the last axis under an accumulation model (float32 out,
     float64 for float64 tensor-core inputs); ``b_format`` is b's format when it differs
     from ``input_format`` (mixed FP8/FP6/FP4); ``rules`` the tensor-core conventions."""
-    kind, gpu = parse_model(accumulation)
+    r = resolve(accumulation)
+    kind, gpu = r.kernel, r.gpu
     _check_rules(kind, rules, accumulation)
+    _host_only(r)
     fin, fout = get_format(input_format), get_format(output_format)
     fb = get_format(b_format or fin)
     if kind == "tensorcore":
@@ -135,6 +133,10 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
         assert gpu is not None  # parse_model returns a GPU for mfma models
         return mfma.mfma_dot(a64, b64, c64, gpu=gpu, a_format=fin, b_format=fb,
                              output_format=fout)
+    if kind == "library":
+        assert gpu is not None  # the registry returns a GPU for library models
+        return library_dot(a64, b64, c64, gpu=gpu, fast_accum=r.fast_accum,
+                           input_format=fin, output_format=fout, b_format=fb)
     c64 = _fl(c64, fout)
     if kind == "sequential":
         d = _sequential(a64, b64, c64, fout)
@@ -149,7 +151,7 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
 
 def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
            input_format: str | Format, output_format: str | Format = "float32",
-           accumulation: str = "sequential", quantize_inputs: bool = False,
+           accumulation: str = DEFAULT, quantize_inputs: bool = False,
            threads: int = 2, b_format: str | Format | None = None,
            rules: str | tensorcore.Rules | None = None) -> npt.NDArray[Any]:
     """GEMM D = A @ B + C, each entry a dot product under ``accumulation``.
@@ -166,8 +168,10 @@ def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *
     A, B = np.asarray(a), np.asarray(b)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"matmul needs (M, K) @ (K, N), got {A.shape} @ {B.shape}")
-    kind, gpu = parse_model(accumulation)
+    r = resolve(accumulation)
+    kind, gpu = r.kernel, r.gpu
     _check_rules(kind, rules, accumulation)
+    _host_only(r)
     fin, fout = get_format(input_format), get_format(output_format)
     fb = get_format(b_format or fin)
     rnd = "toward_zero" if fin.name == "tf32" else "nearest_even"
@@ -180,6 +184,11 @@ def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *
         assert gpu is not None  # parse_model returns a GPU for tensorcore models
         return tensorcore.gemm(A, BT, C, gpu=gpu, input_format=fin, output_format=fout,
                                threads=threads, b_format=fb, rules=rules)
+    if kind == "library":
+        assert gpu is not None  # the registry returns a GPU for library models
+        return library_gemm(A, B, np.asarray(C, np.float32), gpu=gpu,
+                            fast_accum=r.fast_accum, input_format=fin, output_format=fout,
+                            b_format=fb, threads=threads)
     rows = max(1, 2**20 // max(1, N * A.shape[1]))
     out = np.empty((M, N), dtype=np.float64 if fout.name == "float64" else np.float32)
     for i in range(0, M, rows):
@@ -203,7 +212,7 @@ def gamma(n: int, u: float) -> float:
 
 
 def error_bound(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
-                accumulation: str = "sequential", input_format: str | Format = "float32",
+                accumulation: str = DEFAULT, input_format: str | Format = "float32",
                 output_format: str | Format = "float32") -> npt.NDArray[np.float64]:
     """Rigorous per-element bound on |computed - exact a.b + c| (last axis).
 
@@ -236,6 +245,8 @@ def error_bound(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = No
         if kind == "mfma":
             raise ValueError(f"error_bound: no rigorous bound is stated for the AMD MFMA "
                              f"model {accumulation!r} (ACC-MFMA-004); check it bitwise")
+        if kind in ("library", "cublas"):
+            return _library_bound(A, B, C, mag, gpu, fin, fout, eta)
         if kind == "tensorcore":
             assert gpu is not None  # parse_model returns a GPU for tensorcore models
             path, lim, fin, fout = tensorcore.block_params(gpu, fin, fout)
@@ -270,3 +281,27 @@ def _block_fma_bound(A: Any, B: Any, C: Any, path: tensorcore.Path, lim: int | N
     if path.late_addend and fout.name == "float32":
         h += 2.0**-24
     return np.asarray(T * math.expm1(n_blocks * math.log1p(h)) + n_blocks * eta)
+
+
+def _library_bound(A: Any, B: Any, C: Any, mag: Any, gpu: str | None, fin: Format,
+                   fout: Format, eta: float) -> npt.NDArray[np.float64]:
+    """ACC-BND-003, the library GEMMs: the instruction chain's block bound (ACC-BND-002),
+    the float32 additions of FP8 promotion (at most K/128 + 1, each within 2^-24 of the
+    running magnitude), and one rounding into a 16-bit output. TF32 and SGEMM, whose
+    order is not modelled: any order of K additions each within 2^-21 (TF32: a block of
+    at most 8 products truncated at 25 bits loses less than 9 * 2^-25 of its terms) or
+    2^-24 (SGEMM, round to nearest) of the running magnitude. ``cublas`` (the real call,
+    fp16/bf16 in, fp32 out) takes the same bound as ``cublas:h100``."""
+    K = A.shape[-1]
+    if fin.name in ("tf32", "float32"):
+        u = 2.0**-21 if fin.name == "tf32" else 2.0**-24
+        return np.asarray(gamma(K + 1, u) * mag + (2 * K + 1) * eta)
+    inst = "h100" if gpu is None else gpu
+    path, lim, fin32, f32 = tensorcore.block_params(inst, fin, get_format("float32"))
+    chain = _block_fma_bound(A, B, C, path, lim, fin32, f32)
+    adds = K // 128 + 1 if fin.name.startswith("float8") else 0
+    total = chain + gamma(adds, 2.0**-24) * (mag + chain) if adds else chain
+    if fout.name != "float32":
+        u_out = unit_roundoff(fout)
+        total = total + u_out * (mag + total) + fout.smallest_subnormal / 2
+    return np.asarray(total)

@@ -6,7 +6,9 @@ whether a float64 input goes through float32 first (double rounding). :func:`ide
 runs a fixed battery of adversarial float64 inputs through the user's function and
 compares its results, bit for bit, with every variant of :func:`ampref.quantize`:
 the six deterministic rounding modes x saturate x subnormals x direct or via float32
-(48 variants). It names every variant that explains all results, or, if none does, the
+(48 variants), and for formats narrower than float16/bfloat16 the same through that
+format (a conversion float32 -> float16 -> e4m3fn rounds three times). It names every
+variant that explains all results, or, if none does, the
 closest variant and the first input it does not explain, in hex.
 
 The battery, per format: every rounding midpoint between neighbouring finite values of
@@ -45,10 +47,31 @@ class Variant:
     saturate: bool
     subnormals: bool
     via_float32: bool
+    #: a 16-bit format the value is rounded to (nearest-even, overflow to inf) before the
+    #: final cast, after float32 if ``via_float32``: conversion code that goes
+    #: float32 -> float16 -> FP8 rounds three times (FMT-IDN-003)
+    via_format: str | None = None
+
+    def path(self) -> str:
+        """The intermediate formats, in order: 'none', 'float32', 'float32 -> float16'."""
+        steps = (["float32"] if self.via_float32 else []) + (
+            [self.via_format] if self.via_format else [])
+        return " -> ".join(steps) or "none"
 
     def __str__(self) -> str:
         return (f"rounding={self.rounding}, saturate={self.saturate}, "
-                f"subnormals={self.subnormals}, via={'float32' if self.via_float32 else 'none'}")
+                f"subnormals={self.subnormals}, via={self.path()}")
+
+    def apply(self, x: npt.NDArray[np.float64], fmt: Format) -> npt.NDArray[np.float64]:
+        """This variant's cast of float64 ``x`` into ``fmt`` (as float64 values)."""
+        if self.via_format is not None:
+            x = np.asarray(quantize(x, self.via_format, via="float32" if self.via_float32
+                                    else None), np.float64)
+            return quantize(x, fmt, self.rounding, saturate=self.saturate,
+                            subnormals=self.subnormals).astype(np.float64)
+        return quantize(x, fmt, self.rounding, saturate=self.saturate,
+                        subnormals=self.subnormals,
+                        via="float32" if self.via_float32 else None).astype(np.float64)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,10 +97,34 @@ class Identification:
                 f"that variant gives {want!r}")
 
 
-def variants() -> list[Variant]:
-    return [Variant(rounding=r, saturate=s, subnormals=n, via_float32=v)
+#: 16-bit formats a conversion may pass through on its way to a narrower one
+INTERMEDIATES = ("float16", "bfloat16")
+
+
+def variants(fmt: str | Format | None = None) -> list[Variant]:
+    """The reference cast's variants: 6 modes x saturate x subnormals x direct or via
+    float32 (48); for a ``fmt`` narrower than a 16-bit format, also through that format
+    (directly or after float32), so a three-step conversion is named."""
+    base = [Variant(rounding=r, saturate=s, subnormals=n, via_float32=v)
             for r, s, n, v in itertools.product(MODES, (False, True), (True, False),
                                                 (False, True))]
+    if fmt is None:
+        return base
+    f = get_format(fmt)
+    extra = [Variant(rounding=v.rounding, saturate=v.saturate, subnormals=v.subnormals,
+                     via_float32=v.via_float32, via_format=m)
+             for m in _intermediates(f) for v in base]
+    return base + extra
+
+
+def _intermediates(f: Format) -> list[str]:
+    """The 16-bit formats strictly wider than ``f`` in precision and range."""
+    out = []
+    for name in INTERMEDIATES:
+        m = get_format(name)
+        if f.precision_bits < m.precision_bits and f.max <= m.max and f.name != m.name:
+            out.append(name)
+    return out
 
 
 def battery(fmt: str | Format, *, seed: int = 0, random: int = 2000) -> npt.NDArray[np.float64]:
@@ -99,6 +146,14 @@ def battery(fmt: str | Format, *, seed: int = 0, random: int = 2000) -> npt.NDAr
     rng = np.random.default_rng(seed)
     lo, hi = np.log2(f.smallest_subnormal / 4), np.log2(top * 4)
     rand = np.exp2(rng.uniform(lo, hi, random))
+    # a quarter of a 16-bit ulp either side of each midpoint: where rounding through
+    # that format first moves the value onto the midpoint (a three-step conversion)
+    mid32 = mids.astype(np.float32)
+    for m in _intermediates(f):
+        up = quantize(mid32, m, "toward_positive").astype(np.float64)
+        dn = quantize(mid32, m, "toward_negative").astype(np.float64)
+        near = np.concatenate([near, (mids + up) / 2, (mids + dn) / 2,
+                               mids + (up - dn) / 4, mids - (up - dn) / 4])
     pos = np.concatenate([near, edges, rand])
     pos = pos[(pos >= 0) | np.isnan(pos)]
     return np.concatenate([pos, -pos])
@@ -132,10 +187,9 @@ def identify(fn: Callable[[npt.NDArray[np.float64]], Any], fmt: str | Format, *,
         raise ValueError(f"fn returned shape {got.shape} for input shape {x.shape}")
     best: tuple[int, Variant, Any] | None = None
     matches = []
-    for v in variants():
+    for v in variants(f):
         with np.errstate(all="ignore"):
-            want = quantize(x, f, v.rounding, saturate=v.saturate, subnormals=v.subnormals,
-                            via="float32" if v.via_float32 else None).astype(np.float64)
+            want = v.apply(x, f)
         ok = _same(got, want)
         bad = int((~ok).sum())
         if bad == 0:

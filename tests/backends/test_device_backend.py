@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ampref import backends
-from ampref import quantize
+from ampref import get_format, quantize
 from ampref.formats.cast import value_table
 from ampref.formats.table import FORMATS, Encoding
 from ampref.formats.rounding import RoundingMode
@@ -449,3 +449,33 @@ def test_gpu_training_is_bitwise_the_reference(mode: str) -> None:
     for i, (a, b) in enumerate(zip(dev_params, ref_params, strict=True)):
         assert_bits_equal(a, b, f"GPU {mode} parameter {i}")
     assert dev_hist == ref_hist and dev_events == ref_events
+
+
+@pytest.mark.clause("ACC-REG-001")
+def test_every_registry_model_runs_on_the_backends_its_row_names(emulated: DeviceBackend) -> None:
+    """Input: one representative name per registry row (a GPU filled in), fp16 operands,
+    through the NumPy backend and the device backend on the host (strict arrays).
+    Expected: each backend gives the host reference's bits for every row that lists it
+    or that the host reference computes; 'cublas' (the real call, device only) is refused
+    by the NumPy backend with a message naming the GPU backend. Pass: as stated."""
+    from ampref.accumulation import models
+    from ampref.accumulation.registry import MODEL_ROWS
+
+    rng = np.random.default_rng(3)
+    a = quantize(rng.standard_normal((4, 40)).astype(np.float32), "float16")
+    b = quantize(rng.standard_normal((40, 3)).astype(np.float32), "float16")
+    names = {r.name: r.name.replace("<gpu>", "h100").replace("[:fast-accum]", "")
+             for r in MODEL_ROWS}
+    numpy_be = backends.get("numpy")
+    for row in MODEL_ROWS:
+        name = names[row.name]
+        if name == "cublas":
+            with pytest.raises(ValueError, match="GPU backend"):
+                numpy_be.matmul(a, b, name, get_format("float16"))
+            continue
+        want = models.matmul(a, b, input_format="float16", accumulation=name)
+        for be in (numpy_be, emulated):
+            got = be.to_numpy(be.matmul(be.asarray(a), be.asarray(b), name,
+                                        get_format("float16")))
+            assert_bits_equal(np.asarray(got, np.float32), np.asarray(want, np.float32),
+                              f"{name} on {be.name}")

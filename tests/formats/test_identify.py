@@ -115,3 +115,30 @@ def test_identify_refuses_a_non_callable_and_a_result_of_another_shape() -> None
         identify(3, "e4m3")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="returned shape"):
         identify(lambda x: x[:3], "e4m3")
+
+
+@pytest.mark.clause("FMT-IDN-003")
+def test_a_conversion_through_float16_is_named_as_three_roundings() -> None:
+    """Input: float64 -> float32 -> float16 -> float8_e4m3fn (NumPy's casts, then
+    ml_dtypes'), a path real conversion code takes. Expected: identify names a variant
+    via float16 (nearest_even, no saturation), and not the direct or via-float32-only
+    casts, which the battery's points a quarter of a float16 ulp from e4m3 midpoints
+    separate. Pass: every match goes through float16."""
+    def three_steps(x: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            h = x.astype(np.float32).astype(np.float16).astype(np.float32)
+        return h.astype(ml_dtypes.float8_e4m3fn)
+
+    got = identify(three_steps, "e4m3")
+    assert got.matches and all(v.via_format == "float16" for v in got.matches), str(got)
+    assert all(v.rounding == "nearest_even" and not v.saturate for v in got.matches)
+    assert "via=float32 -> float16" in str(got)
+
+
+@pytest.mark.clause("FMT-IDN-003")
+def test_formats_without_a_wider_16bit_format_get_no_intermediate_variants() -> None:
+    """Input: variants for float16, bfloat16 and e4m3. Expected: 48 for the two 16-bit
+    formats (bfloat16's range exceeds float16's, float16's precision exceeds
+    bfloat16's), 48 x 3 for e4m3 (through float16 and bfloat16). Pass: the counts."""
+    assert len(variants("float16")) == len(variants("bfloat16")) == 48
+    assert len(variants("e4m3")) == 144

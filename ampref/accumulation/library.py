@@ -1,0 +1,125 @@
+"""Library-kernel models: the GEMMs cuBLAS and cuBLASLt run on a GPU, as torch calls them
+(``accumulation="cublas:<gpu>[:fast-accum]"``; ``specs/accumulation.md`` ACC-LIB-*).
+
+A library GEMM is the GPU's matrix instruction chained over K plus what the kernel does
+around it. Derived from outputs recorded on an H100 (torch 2.11, cuBLAS 13;
+``tests/data/h100_gemms.npz``), each rule reproduces every recorded element:
+
+* fp16/bf16 inputs (``torch.mm``): one chain of the instruction model in float32 over
+  all of K, then one round-to-nearest-even into the output format (float32, float16 or
+  bfloat16): cuBLAS computes in float32 whatever the output.
+* FP8 inputs (``torch._scaled_mm``) with fast accumulation: the chain, as above.
+* FP8 without fast accumulation (torch's default): the chain restarts from zero every
+  128 products (the promotion interval) and each partial result is added to a float32
+  accumulator with one round-to-nearest-even addition, in K order, then rounded to the
+  output format. The recorded data also fit the exact sum of the partial results
+  rounded once; the sequential float32 additions are the mechanism (CUTLASS's
+  promotion, DeepSeek-V3 sec. 3.3.2) and are what is stated.
+* TF32 (``allow_tf32``) and float32 SIMT SGEMM: no rule found that explains the
+  recorded elements (see ACC-LIB-004); these flavours are bounded, not modelled, and
+  asking for their bits raises.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ampref.formats.cast import quantize
+from ampref.formats.table import Format, get_format
+from . import tensorcore
+from .registry import LIBRARY_GPUS
+
+__all__ = ["BOUNDED_ONLY", "library_dot", "library_gemm"]
+
+#: input formats whose library GEMM is bounded, not modelled bit for bit
+BOUNDED_ONLY = ("tf32", "float32")
+_FP8 = ("float8_e4m3fn", "float8_e5m2")
+_16BIT = ("float16", "bfloat16")
+
+
+def _check(gpu: str, fin: Format, fout: Format, fb: Format) -> tuple[str, int]:
+    """The instruction GPU and FP8 promotion interval, or a named refusal."""
+    row = LIBRARY_GPUS[gpu]
+    if fin.name in BOUNDED_ONLY:
+        raise ValueError(f"cublas:{gpu} has no bit-exact model for {fin.name} GEMMs (TF32 "
+                         f"and SIMT SGEMM: no rule explains the recorded H100 outputs); "
+                         f"error_bound(..., accumulation='cublas:{gpu}') bounds them "
+                         "(ACC-LIB-004)")
+    if fin.name not in _16BIT + _FP8 or (fb.name != fin.name and fin.name not in _FP8):
+        raise ValueError(f"cublas:{gpu} models float16, bfloat16 and FP8 "
+                         f"(float8_e4m3fn, float8_e5m2) inputs, got {fin.name} x {fb.name}")
+    if fout.name not in ("float32", "float16", "bfloat16"):
+        raise ValueError(f"cublas:{gpu} writes float32, float16 or bfloat16, got {fout.name}")
+    return str(row["instruction"]), int(str(row["fp8_promotion"]))
+
+
+def _finish(acc: Any, fout: Format) -> npt.NDArray[Any]:
+    """One round-to-nearest-even from the float32 accumulator into the output format."""
+    acc32 = np.asarray(acc, np.float32)
+    if fout.name == "float32":
+        return acc32
+    return np.asarray(quantize(acc32, fout), np.float32)
+
+
+def _promoted(chain: Any, K: int, interval: int, c32: Any) -> Any:
+    """Sum of ``chain(k0, k1)`` (each a fresh chain over products k0..k1-1) into a
+    float32 accumulator starting at ``c32``, one RNE addition per interval."""
+    acc = np.asarray(c32, np.float32)
+    for k0 in range(0, K, interval):
+        part = chain(k0, min(K, k0 + interval))
+        with np.errstate(over="ignore", invalid="ignore"):
+            acc = (acc.astype(np.float64) + np.asarray(part, np.float64)).astype(np.float32)
+    return acc
+
+
+def library_gemm(A: npt.NDArray[Any], B: npt.NDArray[Any], C: npt.NDArray[Any], *,
+                 gpu: str, fast_accum: bool, input_format: str | Format,
+                 output_format: str | Format = "float32", b_format: str | Format | None = None,
+                 threads: int = 2) -> npt.NDArray[Any]:
+    """D = A @ B + C as the library GEMM of ``gpu`` (inputs validated, (M, K) @ (K, N);
+    C float32 (M, N)). float32 results (16-bit outputs widened exactly).
+
+    NaN and inf propagate as the instruction model gives them; an overflowing float32
+    partial sum becomes inf in the RNE addition; rounding into a 16-bit output saturates
+    nothing (inf beyond the format's range), as cuBLAS's conversion does.
+
+    Raises:
+        ValueError: TF32/float32 inputs (bounded only), other formats (choices named).
+    """
+    fin, fout = get_format(input_format), get_format(output_format)
+    fb = get_format(b_format or fin)
+    inst, interval = _check(gpu, fin, fout, fb)
+    BT = np.ascontiguousarray(np.asarray(B).T)
+    zero = np.zeros(C.shape)
+
+    def chain(k0: int, k1: int, c: Any = zero) -> Any:
+        return tensorcore.gemm(np.ascontiguousarray(A[:, k0:k1]),
+                               np.ascontiguousarray(BT[:, k0:k1]), c, gpu=inst,
+                               input_format=fin, output_format="float32", threads=threads,
+                               b_format=fb)
+
+    K = A.shape[1]
+    if fin.name in _FP8 and not fast_accum and K > interval:
+        return _finish(_promoted(chain, K, interval, C), fout)
+    return _finish(chain(0, K, C), fout)
+
+
+def library_dot(a: Any, b: Any, c: Any, *, gpu: str, fast_accum: bool, input_format: Format,
+                output_format: Format, b_format: Format) -> npt.NDArray[Any]:
+    """Batched dot products over the last axis under the library model (see
+    :func:`library_gemm`; ``a``, ``b`` validated and broadcast, ``c`` of shape (...))."""
+    inst, interval = _check(gpu, input_format, output_format, b_format)
+
+    def chain(k0: int, k1: int, c_: Any = None) -> Any:
+        return tensorcore.dot(a[..., k0:k1], b[..., k0:k1],
+                              np.zeros(a.shape[:-1]) if c_ is None else c_, gpu=inst,
+                              input_format=input_format, output_format="float32",
+                              b_format=b_format)
+
+    K = a.shape[-1]
+    if input_format.name in _FP8 and not fast_accum and K > interval:
+        return _finish(_promoted(chain, K, interval, c), output_format)
+    return _finish(chain(0, K, c), output_format)

@@ -1,0 +1,154 @@
+"""Every accumulation model as one row of data, and the one parser of model names
+(``specs/accumulation.md`` ACC-REG-*).
+
+A model name is read here and nowhere else: ``exact``, ``sequential``, ``pairwise``,
+``fma-chain``, ``tensorcore:<gpu>`` (one NVIDIA tensor-core instruction chained over K,
+or AMD's MFMA), ``cublas`` (the real cuBLAS call, on a GPU backend only) and
+``cublas:<gpu>[:fast-accum]`` (a model of the library GEMM cuBLAS/cuBLASLt run on that
+GPU, as torch calls them). :func:`resolve` returns the row and the name's parameters;
+the matmul front ends, every backend and ``identify_gemm`` read it. Adding a model is
+adding a row here and its kernel (docs/architecture.md, "Recipes").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from . import gpus, mfma
+
+__all__ = ["CLASSIC", "DEFAULT", "LIBRARY_GPUS", "MODEL_ROWS", "ModelRow", "Resolved", "resolve",
+           "model_names"]
+
+#: the one default accumulation model of every matmul front end (ampref.matmul,
+#: functional.matmul/linear/conv2d, the backends): exactly rounded, order-free, the same
+#: on every machine
+DEFAULT = "exact"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelRow:
+    """One accumulation model (a template where the name takes a GPU)."""
+
+    #: the name, or its template (``tensorcore:<gpu>``)
+    name: str
+    #: "classic", "instruction" (tensor core / MFMA), "library" (a GEMM routine)
+    kind: str
+    #: what the model computes, in one line
+    summary: str
+    #: backends that run it natively (others compute it on the host reference)
+    backends: tuple[str, ...]
+    #: the error bound error_bound() states for it (ACC-BND-*)
+    bound: str
+    #: True where results are claimed bit for bit; False: only the bound is claimed
+    bitwise: bool = True
+    #: where the definition comes from
+    source: str = ""
+
+
+MODEL_ROWS: tuple[ModelRow, ...] = (
+    ModelRow(name="exact", kind="classic", backends=("numpy", "cupy"), bound="exact",
+             summary="the exact a.b + c rounded once to the output format",
+             source="ENG-MM-001; certified float64 BLAS (accumulation/certified.py)"),
+    ModelRow(name="sequential", kind="classic", backends=("numpy",), bound="sequential",
+             summary="products rounded, then added left to right, each addition rounded",
+             source="ACC-MOD-001"),
+    ModelRow(name="pairwise", kind="classic", backends=("numpy",), bound="pairwise",
+             summary="products rounded, summed by recursive halving", source="ACC-MOD-001"),
+    ModelRow(name="fma-chain", kind="classic", backends=("numpy",), bound="fma-chain",
+             summary="one correctly rounded FMA per product, left to right",
+             source="ACC-MOD-001"),
+    ModelRow(name="tensorcore:<gpu>", kind="instruction", backends=("numpy", "cupy"),
+             bound="block-fma",
+             summary="the GPU's matrix instruction (block FMA; AMD MFMA) chained over K",
+             source="Khattak & Mikaitis 2025; MMA-Sim; recorded dumps (accumulation/gpus.py)"),
+    ModelRow(name="cublas", kind="library", backends=("cupy",), bound="sequential",
+             bitwise=False,
+             summary="the real cublasGemmEx call on the device (fp16/bf16 in, fp32 out)",
+             source="BKD-MM-002"),
+    ModelRow(name="cublas:<gpu>[:fast-accum]", kind="library", backends=("numpy", "cupy"),
+             bound="library",
+             summary="the GEMM cuBLAS/cuBLASLt run on that GPU as torch calls them: "
+                     "fp16/bf16 chained in float32 and rounded once to the output, FP8 "
+                     "promoted to float32 every 128 products (or chained: fast-accum)",
+             source="ACC-LIB-001..004: torch 2.11 + cuBLAS 13 on an H100 "
+                    "(tests/data/h100_gemms.npz)"),
+)
+
+#: the models whose names take no GPU and that run on every backend's host reference
+CLASSIC = ("sequential", "pairwise", "exact", "fma-chain")
+
+#: GPUs with a library model: the instruction model its kernels chain, the FP8
+#: promotion interval without fast accumulation, and the evidence
+LIBRARY_GPUS: dict[str, dict[str, object]] = {
+    "h100": {"instruction": "h100", "fp8_promotion": 128,
+             "source": "recorded on an NVIDIA H100 80GB HBM3, torch 2.11.0+cu130"},
+    "h200": {"instruction": "h200", "fp8_promotion": 128,
+             "source": "the H100's SM 9.0 kernels [assumed: same silicon, not recorded]"},
+}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A parsed model name: its row and parameters."""
+
+    name: str
+    row: ModelRow
+    #: the model's kind for the kernels: "exact", "sequential", "pairwise", "fma-chain",
+    #: "tensorcore", "mfma", "cublas", "library"
+    kernel: str
+    gpu: str | None = None
+    fast_accum: bool = False
+
+
+_ROWS = {r.name.split(":")[0] + (":" if ":" in r.name else ""): r for r in MODEL_ROWS}
+
+
+def model_names() -> list[str]:
+    """The model names and templates, for error messages and documentation."""
+    return [r.name for r in MODEL_ROWS]
+
+
+def _choices() -> str:
+    gpus_known = ", ".join([*gpus.GPUS, *mfma.AMD_GPUS])
+    return (f"{', '.join(model_names())} (tensorcore GPUs: {gpus_known}; cublas GPUs: "
+            f"{', '.join(LIBRARY_GPUS)})")
+
+
+@lru_cache(maxsize=256)
+def resolve(accumulation: str) -> Resolved:
+    """The row and parameters of a model name, parsed once per name.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: an unknown model, GPU or option (the choices named).
+    """
+    if not isinstance(accumulation, str):
+        raise TypeError(f"accumulation must be a str (a model name such as 'exact' or "
+                        f"'tensorcore:h100'), got {type(accumulation).__name__}")
+    head, _, rest = accumulation.partition(":")
+    if not rest:
+        row = _ROWS.get(head)
+        if row is None or head != accumulation:
+            raise ValueError(f"unknown accumulation model {accumulation!r}; choose one of "
+                             f"{_choices()}")
+        return Resolved(accumulation, row, head)
+    if head == "tensorcore":
+        gpu = rest.lower()
+        if gpu in mfma.AMD_GPUS or gpu in mfma.UNMODELLED:
+            mfma.get_amd_gpu(gpu)  # an unmodelled one raises, saying why
+            return Resolved(accumulation, _ROWS["tensorcore:"], "mfma", gpu)
+        if gpu not in gpus.GPUS:
+            raise ValueError(f"unknown GPU {gpu!r} in {accumulation!r}; known: "
+                             f"{', '.join([*gpus.GPUS, *mfma.AMD_GPUS])}")
+        return Resolved(accumulation, _ROWS["tensorcore:"], "tensorcore", gpu)
+    if head == "cublas":
+        gpu, _, option = rest.lower().partition(":")
+        if gpu not in LIBRARY_GPUS:
+            raise ValueError(f"no library model for GPU {gpu!r} in {accumulation!r}; "
+                             f"modelled: {', '.join(LIBRARY_GPUS)}")
+        if option not in ("", "fast-accum"):
+            raise ValueError(f"unknown option {option!r} in {accumulation!r}; the one "
+                             "option is 'fast-accum' (FP8 without promotion)")
+        return Resolved(accumulation, _ROWS["cublas:"], "library", gpu, option == "fast-accum")
+    raise ValueError(f"unknown accumulation model {accumulation!r}; choose one of {_choices()}")
