@@ -110,10 +110,10 @@ def gemm_candidates(input_format: str, output_format: str = "float32"
                 if fout.name in ("float16", "bfloat16"):
                     out.append((f"tensorcore:{name}, rules={rules}, float32 rounded once to "
                                 f"{fout.name}", {**kw, "round_to": fout.name}))
-    for gpu in LIBRARY_GPUS:
-        out.append((f"cublas:{gpu}", {"accumulation": f"cublas:{gpu}"}))
+    for lib in LIBRARY_GPUS:
+        out.append((f"cublas:{lib}", {"accumulation": f"cublas:{lib}"}))
         if fin.name.startswith("float8"):
-            out.append((f"cublas:{gpu}:fast-accum", {"accumulation": f"cublas:{gpu}:fast-accum"}))
+            out.append((f"cublas:{lib}:fast-accum", {"accumulation": f"cublas:{lib}:fast-accum"}))
     probe = np.zeros((1, 1))
     usable = []
     for label, kw in out:
