@@ -54,8 +54,9 @@ import numpy.typing as npt
 
 from ampref import kernels
 from ampref.kernels.arrays import frozen
-from .certify import (STATS, Stats, certify, fits, gamma2, norm_bounds, quantum_bound,
-                      range_factors, resolve, tight_bound, to_host)
+from .certify import (STATS, Stats, certify, column_norm_bounds, fits, gamma2, norm_bounds,
+                      quantum_bound, range_factors, resolve, row_norm_bounds, tight_bound,
+                      to_host)
 
 __all__ = ["STATS", "Stats", "matmul_f32", "segment_sum_f32", "sum_f32"]
 
@@ -77,16 +78,44 @@ def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24,
     if (xp is np and kernels.compiled() and np.ndim(a) >= 2 and np.ndim(b) >= 2
             and np.asarray(a).dtype == np.float32 and np.asarray(b).dtype == np.float32):
         return _matmul_compiled(a, b, precision)
-    a64 = xp.asarray(a, dtype=xp.float64)
-    b64 = xp.asarray(b, dtype=xp.float64)
+    a_arr, b_arr = xp.asarray(a), xp.asarray(b)
+    M, K = a_arr.shape[-2:]
+    N = b_arr.shape[-1]
+    lead = tuple(np.broadcast_shapes(tuple(a_arr.shape[:-2]), tuple(b_arr.shape[:-2])))
+    if K == 0 or M * N * math.prod(lead) == 0:
+        return xp.zeros(lead + (M, N), dtype=xp.float32)
+    b64 = xp.asarray(b_arr, dtype=xp.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        nb = column_norm_bounds(b64, xp)
+    qb = quantum_bound(b_arr, -2, precision, xp=xp)
+    out = xp.empty(lead + (M, N), dtype=xp.float32)
+    # row tiles and batches of undecided elements: each float64 working array holds at
+    # most 1/TILE_SHARE of the operands' and output's elements (or MIN_TILE), so the
+    # working memory stays a fixed multiple of operands + output (BKD-MM-004)
+    budget = max(MIN_TILE, math.prod(lead) * (M * K + K * N + M * N) // TILE_SHARE)
+    rows = max(1, budget // max(1, math.prod(lead) * (N + K)))
+    for i in range(0, M, rows):
+        out[..., i:i + rows, :] = _gemm_rows(a_arr[..., i:i + rows, :], b64, nb, qb,
+                                             precision, budget, xp)
+    return out
+
+
+#: a working array of the generic exact GEMM holds at most 1/TILE_SHARE of the
+#: operands' and output's elements (a row tile's products and bounds, a batch of
+#: undecided elements' terms), but never needs to be smaller than MIN_TILE elements
+TILE_SHARE = 8
+MIN_TILE = 1 << 12
+
+
+def _gemm_rows(a_t: Any, b64: Any, nb: Any, qb: Any, precision: int, budget: int,
+               xp: Any) -> npt.NDArray[np.float32]:
+    """Phases 1-6 for a tile of rows of A against all of B (column bounds given)."""
+    a64 = xp.asarray(a_t, dtype=xp.float64)
     K = a64.shape[-1]
     with np.errstate(over="ignore", invalid="ignore"):
         r = xp.matmul(a64, b64)
-        if K == 0 or r.size == 0:
-            return r.astype(xp.float32)
-        na, nb = norm_bounds(a64, b64, xp)
-        qa = quantum_bound(xp.asarray(a), -1, precision, xp=xp)
-        qb = quantum_bound(xp.asarray(b), -2, precision, xp=xp)
+        na = row_norm_bounds(a64, xp)
+        qa = quantum_bound(a_t, -1, precision, xp=xp)
         u, v = range_factors(na, nb, qa, qb, xp)
         if xp.max(u) * xp.max(v) * (1 + 2.0**-40) <= 1.0:
             # every partial sum of every element is exact in float64 (the common case
@@ -98,25 +127,33 @@ def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24,
             exact = (u[..., :, None] * v[..., None, :]) * (1 + 2.0**-40) <= 1.0
             e = xp.where(exact, 0.0, e)
     out, bad = certify(r, e, xp)
+    del e
     if int(bad.sum()) * 32 > max(r.size, 2048):
         STATS.elements -= r.size  # the same elements, certified again with the GEMM bound
         with np.errstate(over="ignore", invalid="ignore"):
             out, bad = certify(r, tight_bound(a64, b64, qa, qb, xp), xp)
-    _resolve_gemm(out, bad, a64, b64, xp)
+    _resolve_gemm(out, bad, a64, b64, budget, xp)
     return out
 
 
-def _resolve_gemm(out: Any, bad: Any, a64: Any, b64: Any, xp: Any = np) -> None:
-    """Phases 4-6 for the elements ``bad`` of a GEMM: their own terms, summed exactly."""
+def _resolve_gemm(out: Any, bad: Any, a64: Any, b64: Any, budget: int,
+                  xp: Any = np) -> None:
+    """Phases 4-6 for the elements ``bad`` of a GEMM: their own terms, summed exactly, in
+    batches of at most ``budget`` terms (all of them at once could take K times the
+    output's memory: 8.6 GB more at 4096^3 on the GPU)."""
     if not bad.any():
         return
     K = a64.shape[-1]
     idx = xp.nonzero(bad)
     ab = xp.broadcast_to(a64, out.shape[:-1] + (K,))
     bt = xp.broadcast_to(xp.swapaxes(b64, -1, -2), out.shape[:-2] + (out.shape[-1], K))
-    rows = ab[idx[:-2] + (idx[-2],)]
-    cols = bt[idx[:-2] + (idx[-1],)]
-    resolve(out, bad, rows * cols, xp)
+    step = max(1, budget // K)
+    for s in range(0, int(idx[0].size), step):
+        part = tuple(ix[s:s + step] for ix in idx)
+        terms = ab[part[:-2] + (part[-2],)] * bt[part[:-2] + (part[-1],)]
+        got = xp.empty(int(part[0].size), dtype=xp.float32)
+        resolve(got, xp.ones(got.shape, dtype=bool), terms, xp)
+        out[part] = got
 
 
 def _matmul_compiled(a: Any, b: Any, precision: int) -> npt.NDArray[np.float32]:

@@ -17,7 +17,7 @@ from ampref.formats.exactsum import round_odd_exact
 
 __all__ = ["STATS", "Stats", "certify", "exact_by_range", "fits", "gamma2", "norm_bounds",
            "quantum_bound", "quantum_log2", "range_factors", "refine", "resolve",
-           "tight_bound", "to_host"]
+           "column_norm_bounds", "row_norm_bounds", "tight_bound", "to_host"]
 
 _U = 2.0**-53
 
@@ -150,10 +150,18 @@ def norm_bounds(a64: Any, b64: Any, xp: Any = np) -> tuple[Any, Any]:
     each lose at most a relative ``gamma``, which the factor ``1 + 2 gamma(K + 4)`` on
     ``na`` covers. NaN or inf in a row/column makes its bound NaN or inf.
     """
-    K = a64.shape[-1]
-    na = xp.sqrt(xp.sum(a64 * a64, axis=-1)) * (1.0 + gamma2(K + 4))
-    nb = xp.sqrt(xp.sum(b64 * b64, axis=-2))
-    return na, nb
+    return row_norm_bounds(a64, xp), column_norm_bounds(b64, xp)
+
+
+def column_norm_bounds(b64: Any, xp: Any = np) -> Any:
+    """``nb`` of :func:`norm_bounds` alone (computed once for every row tile)."""
+    return xp.sqrt(xp.sum(b64 * b64, axis=-2))
+
+
+def row_norm_bounds(a64: Any, xp: Any = np) -> Any:
+    """``na`` of :func:`norm_bounds` alone: a row tile's share, the columns' computed
+    once for all tiles (:func:`norm_bounds` with ``b`` gives them)."""
+    return xp.sqrt(xp.sum(a64 * a64, axis=-1)) * (1.0 + gamma2(a64.shape[-1] + 4))
 
 
 def range_factors(na: Any, nb: Any, qa: Any, qb: Any, xp: Any = np) -> tuple[Any, Any]:

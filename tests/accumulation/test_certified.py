@@ -146,3 +146,85 @@ def test_non_finite_inputs_follow_ieee_and_overflow_gives_inf() -> None:
     b = np.array([[1.0], [-1.0]], np.float32) * np.array([[1.0], [1.0]], np.float32)
     got = certified.matmul_f32(a, np.abs(b))
     assert got[0, 0] == np.inf and np.isnan(got[1, 0]) and got[2, 0] == np.inf
+
+
+def _tiled_generic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generic (xp) exact GEMM with the smallest tiles: one row per tile, one
+    undecided element per batch, so every tiling path runs on small shapes."""
+    monkeypatch.setattr(certified, "MIN_TILE", 1)
+    monkeypatch.setattr(certified, "TILE_SHARE", 10**9)
+
+
+@pytest.mark.clause("ENG-MM-002")
+@pytest.mark.parametrize("dim", ["M", "K", "N"])
+def test_the_tiled_exact_gemm_equals_the_integer_oracle_for_every_size_1_to_130(
+        dim: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Input: one dimension swept over 1..130 (the others 3), tie-heavy and wide-range
+    float32 operands, the generic path with one-row tiles and one-element batches.
+    Expected: every element the exactly rounded value (Fraction oracle), as the
+    compiled path gives it. Pass: bitwise equality for all 130 shapes."""
+    _tiled_generic(monkeypatch)
+    for size in range(1, 131):
+        m, k, n = (size if dim == d else 3 for d in "MKN")
+        a = _data(size, (m, k), "ints" if size % 2 else "wide")
+        b = _data(size + 7, (k, n), "ints" if size % 2 else "wide")
+        with ampref.use_kernels("numpy"):
+            got = certified.matmul_f32(a, b)
+        fast = certified.matmul_f32(a, b)
+        A, B = a.astype(np.float64), b.astype(np.float64)
+        want = np.array([[_exact_f32(A[i] * B[:, j]) for j in range(n)] for i in range(m)],
+                        np.float32)
+        for res, what in ((got, "tiled"), (fast, "compiled")):
+            bad = res.view(np.uint32) != want.view(np.uint32)
+            assert not bad.any(), f"{what} {m}x{k}x{n}: {np.argwhere(bad)[:3].tolist()}"
+
+
+@pytest.mark.clause("ENG-MM-002")
+@given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(KINDS),
+       lead=st.sampled_from([(), (2,), (3, 1)]), m=st.integers(1, 9), k=st.integers(1, 40),
+       n=st.integers(1, 9))
+def test_tiling_never_changes_a_bit_of_a_batched_gemm(seed: int, kind: str, lead: tuple[int, ...],
+                                                      m: int, k: int, n: int) -> None:
+    """Input: hypothesis batched operands (broadcast leading dims) of every kind. Expected:
+    the generic path with default tiles, with one-row tiles and with the compiled kernels
+    give the same words. Pass: bitwise equality of the three."""
+    a = _data(seed, lead + (m, k), kind)
+    b = _data(seed + 1, (k, n), kind)
+    with ampref.use_kernels("numpy"):
+        whole = certified.matmul_f32(a, b)
+        mp = pytest.MonkeyPatch()
+        try:
+            _tiled_generic(mp)
+            tiled = certified.matmul_f32(a, b)
+        finally:
+            mp.undo()
+    fast = certified.matmul_f32(a, b)
+    assert whole.tobytes() == tiled.tobytes() == fast.tobytes()
+
+
+@pytest.mark.clause("ENG-MM-002")
+@pytest.mark.parametrize("n", [256, 512])
+def test_the_exact_gemms_working_memory_is_a_fixed_multiple_of_its_operands(n: int) -> None:
+    """Input: n x n x n float32 GEMMs through the generic path: random operands (decided
+    by the bounds) and one-hot rows against wide-range columns (the |A| @ |B| bound and
+    thousands of exact fallbacks). Expected: the peak traced memory (tracemalloc) at most
+    4x the bytes of operands and output. Pass: both kinds under 4x."""
+    import tracemalloc
+
+    rng = np.random.default_rng(n)
+    spiky = np.zeros((n, n), np.float32)
+    spiky[np.arange(n), rng.integers(0, n, n)] = 1.0
+    spiky[np.arange(n), rng.integers(0, n, n)] += 1.0
+    wide = ((1.0 + rng.integers(0, 2**23, (n, n)) * 2.0**-23)
+            * 2.0 ** rng.integers(-40, 40, (n, n))).astype(np.float32)
+    for a, b in ((rng.standard_normal((n, n)).astype(np.float32),
+                  rng.standard_normal((n, n)).astype(np.float32)), (spiky, wide)):
+        base = a.nbytes + b.nbytes + 4 * n * n
+        with ampref.use_kernels("numpy"):
+            tracemalloc.start()
+            try:
+                certified.matmul_f32(a, b)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+        assert peak <= 4 * base, f"peak {peak / base:.2f}x operands + output"
