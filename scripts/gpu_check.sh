@@ -1,18 +1,81 @@
 #!/usr/bin/env bash
-# Run every GPU-dependent test of the CuPy backend on a machine with an NVIDIA device and
-# write the log and a short JSON summary (for the device tool: OUT=$OUT, else ./runs/gpu).
-# Usage: scripts/gpu_check.sh            (needs CuPy importable and a CUDA device)
+# One GPU check, at most 10 minutes on one NVIDIA GPU (the device tool's H100/H200):
+# everything docs/gpu-validation.md reports, written under $OUT (else runs/gpu).
+#
+#   scripts/gpu_check.sh          (cwd: the checkout; python3 with torch and CuPy)
+#
+# 1. install ampref without fetching anything: a wheel carried in dist/ (built on the
+#    host with `python -m build --wheel`), else the checkout without build isolation;
+# 2. device.txt: the device, driver, Python, torch, CuPy, NumPy, numba;
+# 3. gpu_tests.log + gpu_tests.xml: the GPU tests (CuPy kernels, the tensor-core chain,
+#    cuBLAS within its bound, training on the device equal to the reference) and the
+#    torch bridge's CUDA tests, from outside the checkout against the installed package
+#    (the XML is what `ampref certify --import-results` takes as GPU evidence);
+# 4. records.json + gemm_records.npz + autocast_traces.json (scripts/gpu_records.py):
+#    every library GEMM flavour on operands never recorded, against cublas:<gpu>; torch's
+#    real CUDA autocast traced op by op on the bridge's model zoo;
+# 5. bench.txt: benchmarks/bench_device.py (device kernels against CuPy in one run);
+# 6. train.txt: `ampref train --backend cupy` final.npz hashes against the NumPy backend's,
+#    both run here (the default model, 160 steps, fp32 / amp-fp16 / amp-bf16).
+# Each step has its own time limit; a failing step is logged and the next one runs.
 set -uo pipefail
-out="${OUT:-runs/gpu}"
+root=$(pwd)
+out=$(realpath -m "${OUT:-runs/gpu}")
 mkdir -p "$out"
-python3 - <<'PY' 2>&1 | tee "$out/device.txt"
-import cupy, sys
-print("cupy", cupy.__version__, "devices", cupy.cuda.runtime.getDeviceCount())
-p = cupy.cuda.runtime.getDeviceProperties(0)
-print("device", p["name"].decode(), "cc", p["major"], p["minor"])
-print("python", sys.version.split()[0])
+gpu=$(python3 -c "import torch; n = torch.cuda.get_device_name().lower() if torch.cuda.is_available() else ''; print('h200' if 'h200' in n else 'h100')")
+status=0
+step() {  # step NAME SECONDS COMMAND...: run with a limit, log the exit status
+  local name=$1 limit=$2; shift 2
+  echo "== $name (limit ${limit}s)"
+  local t0=$SECONDS
+  timeout "$limit" "$@"; local rc=$?
+  echo "== $name: exit $rc after $((SECONDS - t0))s"
+  [ "$rc" -eq 0 ] || status=1
+}
+
+{
+  wheel=$(ls "$root"/dist/ampref-*.whl 2>/dev/null | tail -n 1)
+  if [ -n "$wheel" ]; then
+    python3 -m pip install --quiet --no-deps --force-reinstall "$wheel"
+  else
+    python3 -m pip install --quiet --no-deps --no-build-isolation "$root"
+  fi
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 - <<'PY'
+import platform, numpy, numba, torch
+import ampref
+print("python", platform.python_version(), "numpy", numpy.__version__, "numba", numba.__version__)
+print("torch", torch.__version__, "cuda", torch.version.cuda)
+try:
+    import cupy
+    print("cupy", cupy.__version__)
+except ImportError as e:
+    print("cupy: not importable:", e)
+print("ampref from", ampref.__file__)
 PY
-python3 -m pytest -q -rs -p no:cacheprovider tests/backends/test_device_backend.py 2>&1 | tee "$out/gpu_tests.log"
-status=${PIPESTATUS[0]}
-echo "exit status $status" | tee -a "$out/gpu_tests.log"
+} > "$out/device.txt" 2>&1
+cat "$out/device.txt"
+
+cd /tmp
+step "gpu tests" 240 env AMPREF_TEST_INSTALLED=1 python3 -m pytest -q -rs -p no:cacheprovider \
+  --junitxml="$out/gpu_tests.xml" "$root/tests/backends/test_device_backend.py" \
+  "$root/tests/bridge/test_cuda_calls.py" > "$out/gpu_tests.log" 2>&1
+tail -n 3 "$out/gpu_tests.log"
+step "records" 240 python3 "$root/scripts/gpu_records.py" --out "$out" --device cuda --gpu "$gpu"
+step "bench" 90 python3 "$root/benchmarks/bench_device.py" --n 4000000 --repeat 3 > "$out/bench.txt" 2>&1
+tail -n 12 "$out/bench.txt"
+{
+  for mode in fp32 amp-fp16 amp-bf16; do
+    for be in cupy numpy; do
+      step "train $mode on $be" 60 ampref train --backend "$be" --precision "$mode" --quiet \
+        --no-report --out "/tmp/gpu-train-$be-$mode"
+    done
+    a=$(sha256sum < "/tmp/gpu-train-cupy-$mode/final.npz" | cut -c1-16)
+    b=$(sha256sum < "/tmp/gpu-train-numpy-$mode/final.npz" | cut -c1-16)
+    echo "train $mode: final.npz cupy $a numpy $b $([ "$a" = "$b" ] && echo EQUAL || echo DIFFERENT)"
+    [ "$a" = "$b" ] || status=1
+  done
+} > "$out/train.txt" 2>&1
+cat "$out/train.txt"
+echo "gpu check: exit $status; files in $out"
 exit "$status"

@@ -173,25 +173,33 @@ class Case:
     loss: Callable[[Any], Any]
 
 
+def _ce(target: Any, flat: bool = False) -> Callable[[Any], Any]:
+    """Cross entropy against ``target``, moved to the logits' device (the same loss on
+    the CPU and on a GPU, scripts/gpu_records.py)."""
+    def loss(out: Any) -> Any:
+        t = target.to(out.device)
+        return F.cross_entropy(out.reshape(-1, VOCAB), t.reshape(-1)) if flat else \
+            F.cross_entropy(out, t)
+    return loss
+
+
 def case(name: str) -> Case:
     """A fresh model with seeded weights and one batch (the same for a name)."""
     torch.manual_seed(0)
     if name == "mlp":
         y = torch.randint(0, 5, (8,))
-        return Case(name, MLP(), torch.randn(8, 16), lambda out: F.cross_entropy(out, y))
+        return Case(name, MLP(), torch.randn(8, 16), _ce(y))
     if name == "cnn":
         y = torch.randint(0, 10, (4,))
-        return Case(name, CNN(), torch.randn(4, 3, 8, 8), lambda out: F.cross_entropy(out, y))
+        return Case(name, CNN(), torch.randn(4, 3, 8, 8), _ce(y))
     if name == "resnet":
         y = torch.randint(0, 10, (2,))
-        return Case(name, ResNet(), torch.randn(2, 3, 32, 32),
-                    lambda out: F.cross_entropy(out, y))
+        return Case(name, ResNet(), torch.randn(2, 3, 32, 32), _ce(y))
     ids = torch.randint(0, VOCAB, (3, CTX + 1))
     models: dict[str, Callable[[], nn.Module]] = {"transformer": TransformerLM, "gpt": GPT,
               "lstm": lambda: RNNLM("LSTM"), "gru": lambda: RNNLM("GRU")}
     tgt = ids[:, 1:]
-    return Case(name, models[name](), ids[:, :-1],
-                lambda out: F.cross_entropy(out.reshape(-1, VOCAB), tgt.reshape(-1)))
+    return Case(name, models[name](), ids[:, :-1], _ce(tgt, flat=True))
 
 
 NAMES = ["mlp", "cnn", "resnet", "transformer", "gpt", "lstm", "gru"]

@@ -1,0 +1,234 @@
+"""Record what a GPU computes and compare it with ampref's models, in one run (part of
+``scripts/gpu_check.sh``; ``docs/gpu-validation.md`` says what each part found).
+
+    python3 scripts/gpu_records.py --out DIR [--device cuda|cpu] [--part gemm,autocast]
+
+Parts:
+
+* ``gemm``: every library GEMM flavour torch calls (``torch.mm`` fp16/bf16 with float32
+  and 16-bit outputs, TF32 and float32, ``torch._scaled_mm`` e4m3 and e5m2 with and
+  without fast accumulation) on operands the H100 recording never had: the identify
+  battery with seed 2 at K = 32, 128, 2048, and larger shapes (64 x K @ K x 96 with
+  K = 200, 1000; 8 x 8192 @ 8192 x 8, where cuBLAS may split K). Each output is compared
+  with ``cublas:<gpu>`` (``:fast-accum``), bitwise, or with ACC-BND-003's bound for TF32
+  and float32; inputs and outputs go to ``gemm_records.npz`` for the tests.
+* ``autocast``: one training step of each model of ``tests/bridge/zoo.py`` under the real
+  ``torch.autocast("cuda", dtype)``, its aten ops (name, output dtypes, floating input
+  shapes) logged below autograd, to ``autocast_traces.json``: the oracle for ampref's
+  CUDA lists on CPU tensors (the same ops must come out of emulate).
+
+``--device cpu`` runs the same code on the CPU (a dry run: torch's CPU kernels are not
+what the models describe). Everything goes to ``--out``; the summary is printed and
+written to ``records.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+T = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+     "tf32": torch.float32, "float8_e4m3fn": torch.float8_e4m3fn,
+     "float8_e5m2": torch.float8_e5m2}
+
+
+def _mm(dev: str, fin: str, out32: bool, tf32: bool = False) -> Callable[[Any, Any], Any]:
+    def run(a: Any, b: Any) -> Any:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        A = torch.from_numpy(np.asarray(a, np.float32)).to(dev).to(T[fin])
+        B = torch.from_numpy(np.asarray(b, np.float32)).to(dev).to(T[fin])
+        C = torch.mm(A, B, out_dtype=torch.float32) if out32 and fin in ("float16", "bfloat16") \
+            else torch.mm(A, B)
+        return C.float().cpu().numpy()
+    return run
+
+
+def _scaled(dev: str, fin: str, fast: bool) -> Callable[[Any, Any], Any]:
+    def run(a: Any, b: Any) -> Any:
+        M, K = a.shape
+        N = b.shape[1]
+        Mp, Np, Kp = (-(-v // 16) * 16 for v in (M, N, K))
+        A = torch.zeros(Mp, Kp)
+        A[:M, :K] = torch.from_numpy(np.asarray(a, np.float32))
+        B = torch.zeros(Kp, Np)
+        B[:K, :N] = torch.from_numpy(np.asarray(b, np.float32))
+        A8 = A.to(dev).to(T[fin])
+        B8 = B.to(dev).to(T[fin]).t().contiguous().t()
+        one = torch.tensor(1.0, device=dev)
+        C = torch._scaled_mm(A8, B8, scale_a=one, scale_b=one, out_dtype=torch.float32,
+                             use_fast_accum=fast)
+        return C[:M, :N].float().cpu().numpy()
+    return run
+
+
+def flavours(dev: str, gpu: str) -> dict[str, tuple[str, str, str, Callable[..., Any]]]:
+    """name -> (input format, output format, ampref model, the GEMM on ``dev``)."""
+    lib = f"cublas:{gpu}"
+    out: dict[str, tuple[str, str, str, Callable[..., Any]]] = {}
+    for f, short in (("float16", "fp16"), ("bfloat16", "bf16")):
+        out[f"torch.mm {short}->fp32"] = (f, "float32", lib, _mm(dev, f, True))
+        out[f"torch.mm {short}->{short}"] = (f, f, lib, _mm(dev, f, False))
+    out["torch.mm tf32->fp32"] = ("tf32", "float32", lib, _mm(dev, "tf32", True, True))
+    out["torch.mm fp32 (no tf32)"] = ("float32", "float32", lib, _mm(dev, "float32", True))
+    for f in ("float8_e4m3fn", "float8_e5m2"):
+        out[f"_scaled_mm {f} fast_accum"] = (f, "float32", lib + ":fast-accum",
+                                             _scaled(dev, f, True))
+        out[f"_scaled_mm {f}"] = (f, "float32", lib, _scaled(dev, f, False))
+    return out
+
+
+def operands(fin: str) -> list[tuple[str, Any, Any]]:
+    """(tag, a, b): the battery with seed 2 (never recorded), and larger shapes."""
+    import ampref
+    from ampref.accumulation.identify import gemm_battery
+
+    cases = [(f"battery k={k} #{i}", a, b) for k in (32, 128, 2048)
+             for i, (a, b) in enumerate(gemm_battery(fin, seed=2, k=k))]
+    rng = np.random.default_rng(5)
+    fmt = "float32" if fin == "float32" else fin
+    for m, k, n in ((64, 200, 96), (64, 1000, 96), (8, 8192, 8)):
+        a = ampref.quantize(rng.standard_normal((m, k)).astype(np.float32), fmt,
+                            saturate=True).astype(np.float64)
+        b = ampref.quantize(rng.standard_normal((k, n)).astype(np.float32), fmt,
+                            saturate=True).astype(np.float64)
+        cases.append((f"random {m}x{k}x{n}", a, b))
+    return cases
+
+
+def part_gemm(dev: str, gpu: str, out: Path) -> dict[str, Any]:
+    from ampref.accumulation import models
+
+    summary: dict[str, Any] = {}
+    arrays: dict[str, Any] = {}
+    for name, (fin, fout, model, run) in flavours(dev, gpu).items():
+        row: dict[str, Any] = {"input": fin, "output": fout, "model": model, "cases": {}}
+        t0 = time.time()
+        for tag, a, b in operands(fin):
+            try:
+                got = np.asarray(run(a, b), np.float32)
+            except Exception as e:  # noqa: BLE001 - a flavour the device lacks
+                row["cases"][tag] = f"not run: {type(e).__name__}: {str(e)[:120]}"
+                continue
+            key = f"{name}|{tag}"
+            arrays[key + "|a"], arrays[key + "|b"] = a.astype(np.float32), b.astype(np.float32)
+            arrays[key + "|out"] = got
+            if fin in ("tf32", "float32"):
+                exact = models.dot(a[:, None, :], b.T[None, :, :], accumulation="exact",
+                                   input_format=fin, output_format="float64")
+                bound = models.error_bound(a[:, None, :], b.T[None, :, :], accumulation=model,
+                                           input_format=fin)
+                ratio = float(np.max(np.abs(got - np.asarray(exact)) / np.maximum(bound, 1e-300)))
+                row["cases"][tag] = f"max error / bound {ratio:.3f}"
+            else:
+                want = np.asarray(models.matmul(a, b, input_format=fin, output_format=fout,
+                                                accumulation=model), np.float32)
+                bad = int(np.sum(got.view(np.uint32) != want.view(np.uint32)))
+                row["cases"][tag] = f"{bad}/{got.size} differ"
+        row["seconds"] = round(time.time() - t0, 1)
+        summary[name] = row
+        print(f"gemm {name} vs {model}: {_digest(row['cases'])}", flush=True)
+    np.savez_compressed(out / "gemm_records.npz", **arrays)
+    return summary
+
+
+def part_autocast(dev: str, out: Path) -> dict[str, Any]:
+    sys.path.insert(0, str(ROOT / "tests" / "bridge"))
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import zoo
+
+    class OpLog(TorchDispatchMode):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops: list[Any] = []
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            res = func(*args, **(kwargs or {}))
+            outs = res if isinstance(res, (list, tuple)) else [res]
+            self.ops.append([func.overloadpacket.__name__,
+                             [str(o.dtype) for o in outs if isinstance(o, torch.Tensor)],
+                             [list(a.shape) for a in args if isinstance(a, torch.Tensor)
+                              and a.dtype.is_floating_point]])
+            return res
+
+    traces: dict[str, Any] = {}
+    for name in zoo.NAMES:
+        for dtype in ("bfloat16", "float16"):
+            c = zoo.case(name)
+            model = c.model.to(dev)
+            torch.manual_seed(1)
+            try:
+                with OpLog() as log:
+                    with torch.autocast(dev, getattr(torch, dtype)):
+                        loss = c.loss(model(_to(c.inputs, dev)))
+                    loss.backward()
+                traces[f"{name}|{dtype}"] = log.ops
+            except Exception as e:  # noqa: BLE001 - recorded as not run
+                traces[f"{name}|{dtype}"] = f"not run: {type(e).__name__}: {str(e)[:160]}"
+            print(f"autocast {name} {dtype}: {len(traces[f'{name}|{dtype}'])} ops", flush=True)
+    (out / "autocast_traces.json").write_text(json.dumps(
+        {"torch": torch.__version__, "device": _device_name(dev), "traces": traces}) + "\n")
+    return {k: (len(v) if isinstance(v, list) else v) for k, v in traces.items()}
+
+
+def _digest(cases: dict[str, str]) -> str:
+    """One line per flavour: elements that differ over all cases, or the worst error /
+    bound ratio, and the cases that did not run."""
+    diff = [c.split()[0].split("/") for c in cases.values() if c.endswith("differ")]
+    ratios = [float(c.split()[-1]) for c in cases.values() if c.startswith("max error")]
+    skipped = sum(c.startswith("not run") for c in cases.values())
+    parts = []
+    if diff:
+        parts.append(f"{sum(int(d[0]) for d in diff)}/{sum(int(d[1]) for d in diff)} "
+                     f"elements differ in {len(diff)} cases")
+    if ratios:
+        parts.append(f"worst error / bound {max(ratios):.3f} in {len(ratios)} cases")
+    if skipped:
+        parts.append(f"{skipped} cases not run")
+    return "; ".join(parts)
+
+
+def _to(x: Any, dev: str) -> Any:
+    return x.to(dev) if isinstance(x, torch.Tensor) else x
+
+
+def _device_name(dev: str) -> str:
+    return torch.cuda.get_device_name() if dev == "cuda" else platform.processor() or "cpu"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                    choices=("cuda", "cpu"))
+    ap.add_argument("--gpu", default="h100", help="ampref's library model to compare with")
+    ap.add_argument("--part", default="gemm,autocast")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    parts = [p.strip() for p in args.part.split(",") if p.strip()]
+    unknown = sorted(set(parts) - {"gemm", "autocast"})
+    if unknown:
+        ap.error(f"unknown part(s) {', '.join(unknown)}; choose gemm, autocast")
+    summary: dict[str, Any] = {"device": _device_name(args.device), "torch": torch.__version__,
+                               "cuda": torch.version.cuda, "python": platform.python_version()}
+    if "gemm" in parts:
+        summary["gemm"] = part_gemm(args.device, args.gpu, out)
+    if "autocast" in parts:
+        summary["autocast"] = part_autocast(args.device, out)
+    (out / "records.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
