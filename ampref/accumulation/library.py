@@ -32,7 +32,11 @@ from ampref.formats.table import Format, get_format
 from . import tensorcore
 from .registry import LIBRARY_GPUS
 
-__all__ = ["BOUNDED_ONLY", "library_dot", "library_gemm"]
+__all__ = ["BOUNDED_ONLY", "NotModelledError", "library_dot", "library_gemm"]
+
+
+class NotModelledError(ValueError):
+    """A library GEMM flavour whose bits are not modelled (TF32, SGEMM): only bounded."""
 
 #: input formats whose library GEMM is bounded, not modelled bit for bit
 BOUNDED_ONLY = ("tf32", "float32")
@@ -44,7 +48,7 @@ def _check(gpu: str, fin: Format, fout: Format, fb: Format) -> tuple[str, int]:
     """The instruction GPU and FP8 promotion interval, or a named refusal."""
     row = LIBRARY_GPUS[gpu]
     if fin.name in BOUNDED_ONLY:
-        raise ValueError(f"cublas:{gpu} has no bit-exact model for {fin.name} GEMMs (TF32 "
+        raise NotModelledError(f"cublas:{gpu} has no bit-exact model for {fin.name} GEMMs (TF32 "
                          f"and SIMT SGEMM: no rule explains the recorded H100 outputs); "
                          f"error_bound(..., accumulation='cublas:{gpu}') bounds them "
                          "(ACC-LIB-004)")
