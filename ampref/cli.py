@@ -6,13 +6,13 @@ Every error, argparse's included, is one line on stderr and exit status 2 (TRN-E
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ampref.certify.command import add_certify
 from ampref.formats.table import FORMATS, get_format
 from ampref.formats.rounding import RoundingMode
 
@@ -73,69 +73,6 @@ def _list(values: list[str] | None, flag: str) -> list[str]:
         raise ValueError(f"{flag} needs names separated by commas or spaces, got "
                          f"{' '.join(values or []) or 'nothing'!r}")
     return items
-
-
-def _pack(path: str) -> dict[str, Any]:
-    """A certify.json, or a named error."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"--diff: no such file {path!r}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"--diff: {path!r} is not a certify.json ({e})") from None
-    if not isinstance(doc, dict) or "clauses" not in doc or "tests" not in doc:
-        raise ValueError(f"--diff: {path!r} is not a certify.json (no clauses and tests)")
-    return doc
-
-
-def _certify(args: argparse.Namespace) -> int:
-    from ampref.certify.report import certify
-
-    if args.diff is not None:
-        from ampref.certify.qualification import diff
-
-        changes = diff(_pack(args.diff[0]), _pack(args.diff[1]))
-        print("\n".join(changes) if changes else "no differences (timestamps and durations "
-              "aside)")
-        return 1 if changes else 0
-    if not args.out.strip():
-        raise ValueError("--out is empty: give the folder for the evidence pack")
-    doc = certify(args.out, level=args.level, source=args.source, imports=args.import_results,
-                  scheduler=args.scheduler, stride=args.stride, pdf=args.pdf)
-    print(f"ampref certify: {doc['status']}: {doc['headline']}")
-    for p in doc["problems"]:
-        print(f"  {p}")
-    extra = "certify.json and certify.pdf" if args.pdf else "certify.json"
-    print(f"report: {Path(args.out).resolve() / 'certify.html'} (and {extra})")
-    return 0 if doc["status"] == "PASSED" else 1
-
-
-def _add_certify(sub: Any) -> None:
-    c = sub.add_parser("certify", help="certification evidence pack (HTML + JSON)",
-                       description="Run the test suite, the verification matrix, the "
-                       "conformance checks and a determinism check, and write one "
-                       "self-contained certify.html and certify.json.")
-    c.add_argument("--level", choices=["quick", "full"], default="quick",
-                   help="quick: every 65537th float32 input per cell (minutes); full: all "
-                        "2^32 inputs of the float16 and bfloat16 cells, every 257th of the "
-                        "rest (about 17 CPU-hours, on Dask: --scheduler, default local; "
-                        "resumes in the same --out)")
-    c.add_argument("--pdf", action="store_true",
-                   help="also print the report to certify.pdf (headless Chromium)")
-    c.add_argument("--diff", nargs=2, metavar=("OLD.json", "NEW.json"), default=None,
-                   help="list what changed between two packs (exit 1 if anything did) and "
-                        "run nothing else")
-    c.add_argument("--stride", type=int, default=None,
-                   help="check every N-th float32 input per cell instead of the level's")
-    c.add_argument("--out", default="runs/certify", help="output folder (default runs/certify)")
-    c.add_argument("--source", default=None,
-                   help="folder with specs/ and tests/ (default: the checkout ampref runs from)")
-    c.add_argument("--import-results", nargs="*", default=None, metavar="DIR",
-                   help="campaign result folders computed elsewhere (ampref verify --matrix "
-                        "--results DIR), shown with their own environments")
-    c.add_argument("--scheduler", default=None,
-                   help="run the matrix on Dask: local or tcp://HOST:PORT (default: in-process)")
-    c.set_defaults(func=_certify)
 
 
 # train flags that map one to one onto TrainConfig fields
@@ -366,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = _OneLineParser(prog="ampref", description="ampref: the AMP numerics reference")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     _add_verify(sub)
-    _add_certify(sub)
+    add_certify(sub)
     _add_train(sub)
     _add_kernels(*(p for name, p in sub.choices.items() if name in ("train", "verify")))
     return ap

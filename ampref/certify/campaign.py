@@ -25,6 +25,7 @@ from ampref.common.checks import check_count, check_flag
 from ampref.kernels.srhash import check_seed
 from ampref.formats.table import FORMATS, get_format
 from ampref.formats.rounding import RoundingMode, get_rounding
+from .binding import package_digest, reusable
 from .verify import VerifyResult, verify_block
 
 __all__ = ["Cell", "Chunk", "CHUNK_BITS", "matrix", "chunks", "run_chunk", "pending",
@@ -106,8 +107,8 @@ def chunks(cell: Cell) -> list[Chunk]:
 
 @cache
 def fingerprint() -> dict[str, str]:
-    """Where a result was computed: host, OS, CPU, Python and library versions (once per
-    process: reading the installed version costs a millisecond)."""
+    """Where a result was computed: the package's digest (CRT-BND-001), host, OS, CPU,
+    Python and library versions (once per process)."""
     from importlib.metadata import PackageNotFoundError, version
 
     import ml_dtypes
@@ -115,7 +116,7 @@ def fingerprint() -> dict[str, str]:
         ours = version("ampref")
     except PackageNotFoundError:  # a checkout on sys.path without an install
         ours = "not installed"
-    return {"ampref": ours, "python": platform.python_version(),
+    return {"ampref": ours, "package": package_digest(), "python": platform.python_version(),
             "numpy": np.__version__, "ml_dtypes": ml_dtypes.__version__,
             "os": platform.platform(), "cpu": platform.processor() or platform.machine(),
             "host": platform.node()}
@@ -143,8 +144,21 @@ def _path(results: Path, chunk: Chunk) -> Path:
 
 
 def pending(cells: list[Cell], results: Path) -> list[Chunk]:
-    """The chunks of ``cells`` without a result file in ``results`` (CRT-CMP-002)."""
-    return [ch for c in cells for ch in chunks(c) if not _path(results, ch).exists()]
+    """The chunks of ``cells`` to compute: no result file in ``results``, or one this
+    package may not reuse (another package digest or version, edited or incomplete:
+    computed again, never relabelled; CRT-CMP-002, CRT-BND-002)."""
+    version = fingerprint()["ampref"]
+    return [ch for c in cells for ch in chunks(c) if not _reusable(_path(results, ch), version)]
+
+
+def _reusable(path: Path, version: str) -> bool:
+    if not path.exists():
+        return False
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(rec, dict) and reusable(rec, version)
 
 
 def _write(results: Path, chunk: Chunk, rec: dict[str, Any]) -> None:

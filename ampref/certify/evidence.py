@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from . import campaign
+from .binding import package_files
 
-__all__ = ["CLAUSE", "find_source", "identification", "spec_clauses", "run_tests",
+__all__ = ["CLAUSE", "STATUSES", "find_source", "identification", "spec_clauses", "run_tests",
            "clause_status", "conformance", "determinism", "level_certificates"]
 
 CLAUSE = re.compile(r"\b([A-Z]{2,4}-[A-Z0-9]{2,5}-\d{3})\b")
@@ -60,9 +61,7 @@ def identification(source: Path) -> dict[str, Any]:
     """Section 1: version, commit, SHA-256 of every installed file, environment."""
     import ml_dtypes
     import numpy as np
-    pkg = PACKAGE
-    files = {str(p.relative_to(pkg.parent)): _sha256(p) for p in sorted(pkg.rglob("*"))
-             if p.is_file() and "__pycache__" not in p.parts}
+    files = {name: _sha256(p) for name, p in package_files().items()}
     commit = ""
     if (source / ".git").exists():
         r = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True,
@@ -101,12 +100,15 @@ def spec_clauses(source: Path) -> list[dict[str, str]]:
     return [out[k] for k in sorted(out)]
 
 
-def run_tests(source: Path, out: Path, args: list[str] | None = None) -> dict[str, Any]:
-    """Section 3: run the suite with the evidence plugin and a JUnit XML report."""
+def run_tests(source: Path, out: Path, args: list[str] | None = None,
+              paths: list[Path] | None = None) -> dict[str, Any]:
+    """Section 3: run the suite (or ``paths`` of it) with the evidence plugin and a JUnit
+    XML report."""
     ev, junit = out / "tests.json", out / "junit.xml"
     env = dict(os.environ, AMPREF_EVIDENCE_OUT=str(ev))
+    where = [str(p) for p in paths] if paths else [str(source / "tests")]
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "ampref.certify.plugin",
-           "-p", "no:cacheprovider", f"--junitxml={junit}", str(source / "tests"), *(args or [])]
+           "-p", "no:cacheprovider", f"--junitxml={junit}", *where, *(args or [])]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, cwd=source, env=env, capture_output=True, text=True)
     data = json.loads(ev.read_text()) if ev.exists() else {"exitstatus": r.returncode,
@@ -118,9 +120,14 @@ def run_tests(source: Path, out: Path, args: list[str] | None = None) -> dict[st
     return data
 
 
+#: a requirement's status, from the outcomes of the cases that cite it (CRT-RPT-008)
+STATUSES = ("verified", "verified-with-skips", "FAILED", "skipped", "uncovered")
+
+
 def clause_status(clauses: list[dict[str, str]], items: dict[str, Any]) -> list[dict[str, Any]]:
-    """clause -> tests -> outcome: FAILED if any citing test failed, verified if at least
-    one passed, skipped (with the reasons) if all skipped, uncovered if none cites it."""
+    """clause -> tests -> outcome: FAILED if any citing test failed; verified if every
+    citing test passed; verified-with-skips if some passed and the rest were skipped (or
+    not run); skipped (with the reasons) if none passed; uncovered if none cites it."""
     by: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for nodeid, rec in items.items():
         for cid in rec["clauses"]:
@@ -130,8 +137,10 @@ def clause_status(clauses: list[dict[str, str]], items: dict[str, Any]) -> list[
         tests = by.get(c["id"], [])
         outs = {r["outcome"] for _, r in tests}
         status = ("uncovered" if not tests else "FAILED" if "failed" in outs else
-                  "verified" if "passed" in outs else "skipped")
-        rows.append({**c, "status": status, "tests": [
+                  "verified" if outs == {"passed"} else
+                  "verified-with-skips" if "passed" in outs else "skipped")
+        rows.append({**c, "status": status, "skipped_cases": sum(
+            r["outcome"] != "passed" for _, r in tests), "tests": [
             {"id": n, "outcome": r["outcome"], "reason": r["reason"][:300]} for n, r in tests]})
     return rows
 
@@ -173,16 +182,20 @@ def determinism(out: Path, steps: int = 3) -> dict[str, Any]:
             "identical": same}
 
 
-def level_certificates(out: Path, strides: dict[str, int], scheduler: str | None) -> Path:
+def level_certificates(out: Path, strides: dict[str, int],
+                       scheduler: str | None) -> dict[str, int]:
     """Appendix A: the whole matrix, each format at its stride (``strides["default"]``
     for formats not named), in-process chunk by chunk or on Dask with ``scheduler``;
-    resumes if ``out`` holds earlier chunks."""
+    resumes if ``out`` holds earlier chunks this package computed (CRT-BND-002).
+    Returns the chunks computed now and reused."""
     named = [f for f in strides if f != "default"]
-    rest = [f for f in campaign.matrix_formats() if f not in named]
+    rest = [f for f in campaign.matrix_formats() if f not in named] if "default" in strides \
+        else []
     cells = [c for f in named for c in campaign.matrix([f], stride=strides[f])]
     cells += campaign.matrix(rest, stride=strides["default"]) if rest else []
+    total = len(cells) * len(campaign.chunks(cells[0])) if cells else 0
     if scheduler is not None:
-        campaign.run_campaign(cells, out, scheduler=scheduler, progress=False)
+        run = campaign.run_campaign(cells, out, scheduler=scheduler, progress=False)["run"]
     else:
-        campaign.run_serial(cells, out)
-    return out
+        run = campaign.run_serial(cells, out)
+    return {"computed": run, "reused": total - run}

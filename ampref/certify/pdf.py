@@ -8,7 +8,10 @@ dependency chain (Pango, cairo) to the certify extra for one output. Chromium's 
 header carries the document title, which names the configuration (ampref version,
 level, commit, clean/dirty, status), and its footer the page number of the total, so
 both stand on every page; the page size and margins come from the report's ``@page``
-rule (A4).
+rule (A4). The PDF's outline (bookmarks) follows the headings. Chromium does not lay out
+CSS ``target-counter``, so the contents' page numbers come from a first print: its
+outline gives each section's page (:func:`section_pages`), the report is rendered again
+with them and printed once more.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
-__all__ = ["BROWSERS", "browser", "print_pdf"]
+__all__ = ["BROWSERS", "browser", "print_pdf", "section_pages"]
 
 #: executables tried in order
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -45,8 +49,11 @@ def print_pdf(html: Path, pdf: Path, timeout: float = 300.0) -> Path:
         ValueError: Chromium failed or wrote nothing (its last output named).
     """
     tmp = pdf.with_name(f".tmp-{pdf.name}")
+    # --generate-pdf-document-outline: a bookmark per heading (sections, spec files of the
+    # cases), so a reviewer navigates the PDF as the HTML's contents list
     cmd = [browser(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-           f"--print-to-pdf={tmp}", html.resolve().as_uri()]
+           "--generate-pdf-document-outline", f"--print-to-pdf={tmp}",
+           html.resolve().as_uri()]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -58,3 +65,28 @@ def print_pdf(html: Path, pdf: Path, timeout: float = 300.0) -> Path:
                          f"{(r.stderr or r.stdout).strip()[-300:]}")
     tmp.replace(pdf)
     return pdf
+
+
+def section_pages(pdf: Path) -> dict[str, int]:
+    """Each bookmark's title and its 1-based page, from the PDF's outline (pypdf).
+
+    Raises:
+        ValueError: pypdf is not installed (the certify extra).
+    """
+    try:
+        import pypdf
+    except ImportError as e:
+        raise ValueError("the PDF's page numbers are read with pypdf: pip install "
+                         "'ampref[certify]'") from e
+    reader = pypdf.PdfReader(pdf)
+    out: dict[str, int] = {}
+
+    def walk(items: Any) -> None:
+        for item in items:
+            if isinstance(item, list):
+                walk(item)
+            else:
+                out.setdefault(str(getattr(item, "title", "")),
+                               reader.get_destination_page_number(item) + 1)
+    walk(reader.outline)
+    return out

@@ -20,11 +20,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCHEMA", "VOLATILE", "cases", "configuration", "deviations", "diff",
+from .binding import package_digest
+
+__all__ = ["SCHEMA", "VOLATILE", "case_id", "cases", "configuration", "deviations", "diff",
            "short_name", "stable"]
 
 #: version of certify.json's layout; bumped when a key changes meaning
-SCHEMA = "ampref-certify/2"
+SCHEMA = "ampref-certify/3"
 #: keys whose values legitimately differ between two runs of one commit on one machine
 VOLATILE = frozenset({"generated", "seconds", "durations", "tail", "out"})
 #: packages whose versions the configuration index records when installed
@@ -64,8 +66,11 @@ def configuration(source: Path, package: Path) -> dict[str, Any]:
     import platform
 
     commit = _git(source, "rev-parse", "HEAD") if (source / ".git").exists() else ""
-    dirty = bool(_git(source, "status", "--porcelain", "--untracked-files=no")) if commit \
+    # untracked files count: a test or spec added but not committed changes the evidence
+    dirty = bool(_git(source, "status", "--porcelain", "--untracked-files=normal")) if commit \
         else None
+    checkout = package.parent
+    tool_commit = _git(checkout, "rev-parse", "HEAD") if (checkout / ".git").exists() else ""
     versions = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
@@ -75,7 +80,9 @@ def configuration(source: Path, package: Path) -> dict[str, Any]:
     return {
         "schema": SCHEMA, "commit": commit or "not a git checkout",
         "working_tree": "n/a" if dirty is None else ("dirty" if dirty else "clean"),
-        "sha256": {"package": _digest(_files(package), package.parent),
+        "tool": {"commit": tool_commit or "an installed package (no checkout)",
+                 "package_sha256": package_digest()},
+        "sha256": {"package": package_digest(),
                    "specs": _digest(_files(source / "specs"), source),
                    "tests": _digest([p for p in _files(source / "tests")
                                      if "data" not in p.relative_to(source / "tests").parts],
@@ -123,12 +130,24 @@ def cases(source: Path, items: dict[str, Any]) -> list[dict[str, Any]]:
         g = groups.setdefault(key, {
             "id": key, "name": short_name(key), "file": file,
             "procedure": funcs.get(func) or short_name(key).capitalize() + ".",
+            "documented": bool(funcs.get(func)),
             "context": module_doc, "clauses": [], "outcomes": {}})
         g["clauses"] = sorted(set(g["clauses"]) | set(rec["clauses"]))
         g["outcomes"][rec["outcome"]] = g["outcomes"].get(rec["outcome"], 0) + 1
-    for i, g in enumerate(groups.values(), 1):
-        g["case"] = f"VC-{i:04d}"
+    for g in groups.values():
+        g["case"] = case_id(g["id"])
+    ids = [g["case"] for g in groups.values()]
+    if len(set(ids)) != len(ids):  # 32 bits collided: longer IDs for this pack
+        for g in groups.values():
+            g["case"] = case_id(g["id"], 12)
     return list(groups.values())
+
+
+def case_id(key: str, digits: int = 8) -> str:
+    """A case's stable ID (CRT-CAS-001): ``VC-`` and the first hex digits of the SHA-256
+    of ``file::function``, so adding, removing or reordering other tests renumbers
+    nothing; moving the function to another file is a new case."""
+    return f"VC-{hashlib.sha256(key.encode()).hexdigest()[:digits]}"
 
 
 def deviations(source: Path) -> list[dict[str, str]]:
@@ -168,7 +187,7 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             out.append(f"{key}: {old.get(key)} -> {new.get(key)}")
     oc, nc = old.get("config", {}), new.get("config", {})
     for k in sorted(set(oc) | set(nc)):
-        if k in ("sha256", "versions"):
+        if k in ("sha256", "versions", "chunks", "tool"):
             for sub in sorted(set(oc.get(k, {})) | set(nc.get(k, {}))):
                 a, b = oc.get(k, {}).get(sub), nc.get(k, {}).get(sub)
                 if a != b:

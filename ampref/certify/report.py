@@ -5,9 +5,11 @@ The pack follows the qualification data items a reviewer files (DO-330 / ISO 262
 clause 11): accomplishment summary, configuration index, tool operational requirements
 (the spec clauses), verification cases and procedures (the tests), verification results,
 problem reports, deviations with impact, and appendices (certificates, vector sets, file
-hashes). It says FAILED at the top, with the reasons, when a test failed, a clause's test
-failed, a certificate mismatched or is incomplete, or the determinism runs differ; the
-command then exits 1.
+hashes). Its status (CRT-RPT-008): FAILED, with the reasons, when a test failed, a
+clause's test failed, a certificate mismatched or is incomplete, evidence is not bound to
+this configuration, or the determinism runs differ (exit 1); else INCOMPLETE when a
+requirement is not verified by passing cases alone (uncovered, only skipped, or verified
+with some cases skipped: each listed; exit 3); else PASSED (exit 0).
 """
 
 from __future__ import annotations
@@ -23,18 +25,30 @@ from typing import Any
 
 from ampref.common.atomicio import atomic_write
 
-from . import campaign, evidence, qualification
+from . import binding, campaign, evidence, imported, limits, qualification
 
-__all__ = ["LEVELS", "SUMMARY", "certify", "render_html"]
+__all__ = ["LEVELS", "SMOKE_TESTS", "SUMMARY", "certify", "render_html"]
 
 #: stride of the certificate matrix per level and format ("default": every other format).
 #: quick: every 65537th float32 pattern of each of the 336 cells (minutes on 2 cores);
 #: full: all 2^32 patterns of the 56 float16 and bfloat16 cells (the formats AMP trains
 #: in), every 257th of the rest (16.7 million per cell): about 17 CPU-hours, on Dask
 LEVELS: dict[str, dict[str, int]] = {
+    "smoke": {"float16": 1048577, "bfloat16": 1048577, "float8_e4m3fn": 1048577},
     "quick": {"default": 65537},
     "full": {"float16": 1, "bfloat16": 1, "default": 257},
 }
+
+#: smoke: a complete pack (every section) from a documented subset, in under 2 minutes on
+#: 2 cores: these test files (one or more per spec), the certificate cells of the three
+#: formats AMP trains in at every 1048577th input; every other requirement shows as
+#: uncovered, so a smoke pack is INCOMPLETE by construction (CRT-LVL-001)
+SMOKE_TESTS = ("tests/formats/test_formats.py", "tests/formats/test_peers.py",
+               "tests/scaling/test_scaling.py", "tests/policy/test_autocast.py",
+               "tests/accumulation/test_library.py", "tests/accumulation/test_gpus.py",
+               "tests/recipes/test_recipes.py", "tests/engine/test_engine.py",
+               "tests/dataparallel/test_semantics.py", "tests/bridge/test_bridge.py",
+               "tests/kernels/test_numeric_kernels.py", "tests/test_traceability.py")
 
 #: the fixed parts of the accomplishment summary (the figures come from the run)
 SUMMARY = {
@@ -63,8 +77,8 @@ def _plot(counts: dict[str, int]) -> str:
     except ImportError:
         return ""
     fig, ax = plt.subplots(figsize=(5, 1.5))
-    names = ["verified", "FAILED", "skipped", "uncovered"]
-    colors = ["#2e7d32", "#c62828", "#b26a00", "#777777"]
+    names = list(evidence.STATUSES)
+    colors = ["#2e7d32", "#7cb342", "#c62828", "#b26a00", "#777777"]
     ax.barh(names, [counts[n] for n in names], color=colors)
     for i, n in enumerate(names):
         ax.text(counts[n], i, f" {counts[n]}", va="center", fontsize=8)
@@ -95,9 +109,30 @@ def _problems(doc: dict[str, Any]) -> list[str]:
         out.append(f"determinism: the runs differ: {doc['det']['runs']}")
     if not doc["certs"]:
         out.append("no certificates were computed or imported")
+    this = doc["config"]["tool"]["package_sha256"]
+    for c in doc["certs"]:
+        foreign = sorted({json.loads(e).get("package", "none")
+                          for e in c["environments"]} - {this})
+        if foreign:  # imported evidence of another package is not this tool's evidence
+            out.append(f"certificate {c['key']}: chunks computed by another package "
+                       f"({', '.join(f[:12] for f in foreign)}; this one is {this[:12]})")
     out += [f"deviation of {d['clause'] or d['file']} ({d['source']}) states no impact"
             for d in doc["deviations"] if not d["impact"]]
     return out
+
+
+def _headline(doc: dict[str, Any], n: int) -> str:
+    """``239/277 requirements verified by passing cases (12 verified with skips, 3 only
+    skipped, 23 uncovered), 336 certificates, 0 problems``."""
+    c = doc["counts"]
+    rest = [f"{c['verified-with-skips']} verified with skips" if c["verified-with-skips"]
+            else "", f"{c['skipped']} only skipped" if c["skipped"] else "",
+            f"{c['uncovered']} uncovered" if c["uncovered"] else "",
+            f"{c['FAILED']} failed" if c["FAILED"] else ""]
+    rest = [r for r in rest if r]
+    return (f"{c['verified']}/{n} requirements verified by passing cases"
+            + (f" ({', '.join(rest)})" if rest else "")
+            + f", {len(doc['certs'])} certificates, {len(doc['problems'])} problems")
 
 
 def _reports(doc: dict[str, Any]) -> list[dict[str, str]]:
@@ -175,18 +210,20 @@ def certify(out: str | Path, *, level: str = "quick", source: str | Path | None 
     root = evidence.find_source(source)
     dest = Path(out)
     dest.mkdir(parents=True, exist_ok=True)
-    tests = evidence.run_tests(root, dest, pytest_args)
+    paths = [root / t for t in SMOKE_TESTS] if level == "smoke" else None
+    tests = evidence.run_tests(root, dest, pytest_args, paths)
+    gpu_runs = imported.import_runs([Path(p).resolve() for p in imports or []], tests["items"])
     clauses = evidence.clause_status(evidence.spec_clauses(root), tests["items"])
     cases = qualification.cases(root, tests["items"])
     _clause_cases(clauses, cases)
-    counts = {k: sum(c["status"] == k for c in clauses)
-              for k in ("verified", "FAILED", "skipped", "uncovered")}
+    counts = {k: sum(c["status"] == k for c in clauses) for k in evidence.STATUSES}
     strides = LEVELS[level] if stride is None else {"default": stride}
     if level == "full" and scheduler is None:
         scheduler = "local"  # the full matrix runs on the campaign machinery (resumable)
-    own = evidence.level_certificates(dest / "certificates", strides, scheduler)
-    certs = [c for p in [own, *(Path(p) for p in imports or [])]
-             for c in campaign.certificates(p)]
+    own = dest / "certificates"
+    made = evidence.level_certificates(own, strides, scheduler)
+    folders = [own, *(Path(p).resolve() for p in imports or [])]
+    certs = [c for p in folders for c in campaign.certificates(p)]
     items = tests["items"]
     outcomes = [r["outcome"] for r in items.values()]
     doc: dict[str, Any] = {
@@ -197,17 +234,25 @@ def certify(out: str | Path, *, level: str = "quick", source: str | Path | None 
         "counts": counts,
         "tests": {**tests, "summary": f"{outcomes.count('passed')} passed, "
                   f"{outcomes.count('failed')} failed, {outcomes.count('skipped')} skipped"},
-        "certs": certs, "cert_sources": ["computed by this run", *(imports or [])],
+        "certs": certs, "imports": [str(p) for p in folders[1:]], "gpu_runs": gpu_runs,
+        "cert_sources": [f"{own.name}/: {made['computed']} chunks computed by this run, "
+                         f"{made['reused']} reused from an earlier run of this package",
+                         *(f"imported from {p}" for p in folders[1:])],
         "cert_sha": hashlib.sha256(json.dumps(qualification.stable(certs),
                                               sort_keys=True).encode()).hexdigest(),
         "cert_envs": sorted({e for c in certs for e in c["environments"]}),
         "vectors": evidence.conformance(root, items),
         "deviations": qualification.deviations(root), "det": evidence.determinism(dest)}
+    doc["config"]["chunks"] = binding.chunk_digests(folders)
     doc["problems"] = _problems(doc)
     doc["reports"] = _reports(doc)
-    doc["status"] = "FAILED" if doc["problems"] else "PASSED"
-    doc["headline"] = (f"{counts['verified']}/{len(clauses)} clauses verified, "
-                       f"{len(certs)} certificates, {len(doc['problems'])} problems")
+    doc["incomplete"] = {k: [c["id"] for c in clauses if c["status"] == k]
+                         for k in ("verified-with-skips", "skipped", "uncovered")}
+    doc["status"] = ("FAILED" if doc["problems"] else
+                     "INCOMPLETE" if counts["verified"] < len(clauses) else "PASSED")
+    doc["headline"] = _headline(doc, len(clauses))
+    doc["limitations"] = limits.limitations(doc)
+    doc["plan"] = [{"section": a, "fill": b} for a, b in limits.PLAN]
     commit = doc["config"]["commit"]
     commit = commit[:12] if all(ch in "0123456789abcdef" for ch in commit) else commit
     doc["title"] = (f"ampref {doc['ident']['ampref']} evidence, {level} level, commit "
@@ -217,8 +262,21 @@ def certify(out: str | Path, *, level: str = "quick", source: str | Path | None 
     atomic_write(str(dest / "certify.json"),
                  json.dumps({k: v for k, v in doc.items() if k != "plot"}, indent=1,
                             default=str) + "\n")
+    doc["toc_pages"] = {}
     atomic_write(str(dest / "certify.html"), render_html(doc))
     if pdf:
-        from .pdf import print_pdf
-        print_pdf(dest / "certify.html", dest / "certify.pdf")
+        _print(doc, dest)
     return doc
+
+
+def _print(doc: dict[str, Any], dest: Path) -> None:
+    """certify.pdf with page numbers in its contents: a first print's outline gives each
+    section's page, the HTML is rendered with them and printed again (CRT-QUA-004)."""
+    from .pdf import print_pdf, section_pages
+
+    print_pdf(dest / "certify.html", dest / "certify.pdf")
+    pages = section_pages(dest / "certify.pdf")
+    doc["toc_pages"] = {title.split(". ", 1)[-1].split(" (")[0]: page
+                        for title, page in pages.items()}
+    atomic_write(str(dest / "certify.html"), render_html(doc))
+    print_pdf(dest / "certify.html", dest / "certify.pdf")

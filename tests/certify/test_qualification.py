@@ -99,13 +99,17 @@ def test_the_pack_has_every_qualification_item_with_a_contents_and_stable_anchor
              "3. Tool operational requirements", "4. Verification cases and procedures",
              "5. Verification results", "6. Problem reports",
              "7. Known deviations and their impact", "8. Determinism evidence",
-             "Appendix A: exhaustive certificates",
+             "9. Limitations of this pack",
+             "10. Tool qualification plan (to complete by the applicant)",
+             "Appendix A: certificates (exhaustive and sampled: strides in section 1)",
              "Appendix B: recorded vector sets (conformance with real systems)",
              "Appendix C: installed files"]
     pos = [html.index(f">{h}</h2>") for h in heads]
     assert pos == sorted(pos)
+    first = qualification.case_id("tests/test_toy.py::test_one_plus_k_is_k_plus_one")
     for anchor in ("summary", "configuration", "requirements", "cases", "results",
-                   "problem-reports", "deviations", "req-TOY-ONE-001", "VC-0001"):
+                   "problem-reports", "deviations", "limitations", "plan", "req-TOY-ONE-001",
+                   first):
         assert f'id="{anchor}"' in html and f'href="#{anchor}"' in html, anchor
     assert 'id="TOY-TWO-001"' in html  # the clause's result row, for links from outside
     assert "prepared by" in html and "approved by" in html and "DO-330" in html
@@ -135,7 +139,7 @@ def test_markdown_is_rendered_so_no_raw_backticks_or_asterisks_remain(
 def test_the_configuration_index_names_commit_state_digests_and_versions(
         packs: tuple[Path, Path, dict[str, Any]]) -> None:
     cfg = packs[2]["config"]
-    assert cfg["schema"] == "ampref-certify/2"
+    assert cfg["schema"] == "ampref-certify/3"
     assert cfg["commit"] == "not a git checkout" and cfg["working_tree"] == "n/a"
     assert set(cfg["sha256"]) == {"package", "specs", "tests", "vectors"}
     assert all(re.fullmatch(r"[0-9a-f]{64}", v) for v in cfg["sha256"].values())
@@ -182,6 +186,14 @@ def test_the_pdf_is_paginated_with_the_configuration_and_page_numbers_on_every_p
         assert "evidence, quick level, commit not a git checkout (n/a): PASSED" in text, i
         assert f"{i}/{len(pages)}" in text, i
     assert "Accomplishment summary" in pages[0].extract_text()
+    # bookmarks per section, and the contents list names each section's page
+    from ampref.certify.pdf import section_pages
+
+    marks = section_pages(pdf)
+    assert {"2. Configuration index", "9. Limitations of this pack"} <= set(marks)
+    first = pages[0].extract_text()
+    assert f"Configuration index p. {marks['2. Configuration index']}" in first.replace(
+        "Conﬁguration", "Configuration")
 
 
 @pytest.mark.clause("CRT-QUA-005")
@@ -214,7 +226,10 @@ def test_the_full_level_covers_fp16_and_bf16_exhaustively_and_strides_the_rest(
 
     assert report.LEVELS["full"] == {"float16": 1, "bfloat16": 1, "default": 257}
     seen: list[Any] = []
-    monkeypatch.setattr(campaign, "run_serial", lambda cells, out: seen.extend(cells))
+    def record(cells: list[Any], out: Path) -> int:
+        seen.extend(cells)
+        return len(cells)
+    monkeypatch.setattr(campaign, "run_serial", record)
     evidence.level_certificates(tmp_path, report.LEVELS["full"], None)
     strides = {(c.fmt, c.stride) for c in seen}
     assert ("float16", 1) in strides and ("bfloat16", 1) in strides
@@ -229,3 +244,42 @@ def test_pack_files_get_the_usual_file_mode_not_0600(
     os.umask(mask)
     for name in ("certify.json", "certify.html"):
         assert (packs[0] / name).stat().st_mode & 0o777 == 0o666 & ~mask, name
+
+
+@pytest.mark.clause("CRT-CAS-001")
+def test_case_ids_do_not_change_when_other_tests_are_added_or_reordered(tmp_path: Path) -> None:
+    """Input: the toy's cases, then the same source with a new test inserted before them
+    and the file's functions reordered. Expected: each old case keeps its ID (VC- and 8
+    hex digits of its node ID's hash); the new test gets a new one. Pass: the ID map of
+    the old cases is unchanged."""
+    items = {"tests/test_toy.py::test_one_plus_k_is_k_plus_one[1]":
+             {"clauses": ["TOY-ONE-001"], "outcome": "passed", "reason": ""},
+             "tests/test_toy.py::test_two": {"clauses": ["TOY-TWO-001"], "outcome": "passed",
+                                             "reason": ""}}
+    src = _source(tmp_path / "src")
+    before = {c["id"]: c["case"] for c in qualification.cases(src, items)}
+    more = {"tests/test_toy.py::test_aaa_new": {"clauses": [], "outcome": "passed",
+                                                "reason": ""},
+            **dict(reversed(list(items.items())))}
+    after = {c["id"]: c["case"] for c in qualification.cases(src, more)}
+    assert {k: after[k] for k in before} == before
+    assert after["tests/test_toy.py::test_aaa_new"] not in before.values()
+    assert all(re.fullmatch(r"VC-[0-9a-f]{8}", v) for v in after.values())
+
+
+@pytest.mark.clause("CRT-LIM-001", "CRT-TQP-001")
+def test_the_limitations_and_the_plan_are_in_the_pack(
+        packs: tuple[Path, Path, dict[str, Any]]) -> None:
+    """Input: the toy pack (sampled certificates, one case without a docstring).
+    Expected: limitation rows for GPU, live comparisons, certificates (sampled at the
+    stride), versions, procedures (1 of 2 cases undocumented) and scope; the plan's six
+    sections with empty entries. Pass: each fact as stated."""
+    doc = packs[2]
+    rows = {r["topic"]: r for r in doc["limitations"]}
+    assert set(rows) == {"GPU", "live comparisons", "certificates", "versions", "procedures",
+                         "scope"}
+    assert f"every {1 << 30}th input" in rows["certificates"]["fact"]
+    assert rows["procedures"]["fact"].startswith("1 of 2 cases have no docstring")
+    assert [p["section"] for p in doc["plan"]] == [
+        "Intended use", "Interfaces", "Operational environment", "Qualification activities",
+        "Configuration management", "Independence"]
