@@ -86,7 +86,8 @@ def section_pages(pdf: Path) -> dict[str, int]:
             if isinstance(item, list):
                 walk(item)
             else:
-                out.setdefault(str(getattr(item, "title", "")),
-                               reader.get_destination_page_number(item) + 1)
+                page = reader.get_destination_page_number(item)
+                if page is not None:
+                    out.setdefault(str(getattr(item, "title", "")), page + 1)
     walk(reader.outline)
     return out
