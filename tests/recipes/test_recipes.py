@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ampref import recipes
+from ampref import encode, recipes
 from ampref.formats.table import get_format
 from oracle import round_value
 
@@ -315,15 +315,30 @@ def test_row_scaled_nvfp4_has_one_global_scale_per_row_equal_to_each_row_alone()
         assert q.global_scale[i] == alone.global_scale
 
 
-@pytest.mark.clause("REC-MX-004", "REC-TIL-001")
-def test_mx_32x32_tiles_share_one_scale_per_tile() -> None:
-    x = _x(16, (64, 64))
-    x[::32, ::32] = 1e4  # one big element per 32x32 tile
-    two = recipes.quantize(x, "mxfp8_e4m3", tile=(32, 32))
-    assert two.scales.shape == (2, 2)
-    row = recipes.quantize(x, "mxfp8_e4m3")  # 1x32: only the rows holding 1e4 agree
-    assert np.array_equal(np.repeat(np.repeat(two.scale_codes, 32, 0), 1, 1)[::32],
-                          row.scale_codes[::32])
+@pytest.mark.clause("REC-MX-004", "REC-MX-001", "REC-TIL-001")
+def test_mx_32x32_tiles_scale_and_round_all_1024_elements_of_a_tile_together() -> None:
+    """Input: a 64 x 96 matrix with a different magnitude per 32x32 tile (one tile with a
+    planted large element), quantized to MXFP8 E4M3 with tile=(32, 32) under the exact
+    OCP profile. Expected: a 2 x 3 grid of scales, each tile's code 127 + floor(log2 of
+    the tile's amax) - 8, and every element code the E4M3 code of x / 2^k rounded once,
+    saturating, with the tile's k (oracle: exact power-of-two division, ampref.encode);
+    1x32 row blocks give other codes. Pass: scale codes and all 6144 element codes equal."""
+    rng = np.random.default_rng(40)
+    x = rng.standard_normal((64, 96)).astype(np.float32)
+    x *= np.repeat(np.repeat(2.0 ** rng.integers(-20, 20, (2, 3)), 32, 0), 32, 1).astype(
+        np.float32)
+    x[5, 40] = 3e4 * abs(x[5, 40]) + 1.0
+    q = recipes.quantize(x, "mxfp8_e4m3", profile="ocp", tile=(32, 32))
+    assert q.scale_codes.shape == (2, 3)
+    tiles = np.abs(x.astype(np.float64)).reshape(2, 32, 3, 32).max(axis=(1, 3))
+    k = np.floor(np.log2(tiles)).astype(np.int64) - 8
+    assert q.scale_codes.astype(np.int64).tolist() == (k + 127).tolist()
+    kk = np.repeat(np.repeat(k, 32, 0), 32, 1).astype(np.float64)
+    want = encode(x.astype(np.float64) / np.exp2(kk), "e4m3", saturate=True)
+    got = q.codes.view(np.uint8)
+    assert np.array_equal(got, want), np.argwhere(got != want)[:3]
+    rows = recipes.quantize(x, "mxfp8_e4m3", profile="ocp")
+    assert not np.array_equal(rows.codes.view(np.uint8), want)
 
 
 @pytest.mark.clause("REC-GEM-002")
