@@ -90,9 +90,13 @@ if not any(isinstance(f, _OldPaths) for f in sys.meta_path):
     sys.meta_path.insert(0, _OldPaths())
 # modules already loaded answer to their old path at once: a first ``import ampref.tensor``
 # through the finder would rebind the attribute ampref.tensor (the function) to the module
+# and as attributes, as ``import ampref.blockmma; ampref.blockmma.x`` needs: Python binds
+# the parent's attribute only when it loads a module, not when sys.modules has it; a name
+# the package already binds (ampref.tensor, the function) keeps its meaning
 for _old, _new in OLD_PATHS.items():
     if f"{__name__}.{_new}" in sys.modules:
         sys.modules.setdefault(f"{__name__}.{_old}", sys.modules[f"{__name__}.{_new}"])
+        globals().setdefault(_old, sys.modules[f"{__name__}.{_new}"])
 del _old, _new
 
 # every format of the table is public by its canonical name; spelled out (not a

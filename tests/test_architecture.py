@@ -254,6 +254,28 @@ def test_an_old_flat_module_path_is_the_very_module_of_its_new_room(old: str) ->
     assert importlib.import_module(f"ampref.{old}") is new
 
 
+#: old names the package binds to something else today (the function ampref.tensor)
+SHADOWED = {"tensor"}
+
+
+@pytest.mark.clause("API-ARC-001")
+@pytest.mark.parametrize("old", sorted(set(ampref.OLD_PATHS) - SHADOWED))
+def test_an_old_module_path_works_as_user_code_writes_it(old: str) -> None:
+    """Input: a fresh interpreter running ``import ampref.<old>`` then reading a public
+    name through ``ampref.<old>.<name>`` (the dotted attribute user code writes).
+    Expected: the name is the new module's. Pass: the subprocess exits 0."""
+    import subprocess
+    import sys
+
+    new = importlib.import_module(f"ampref.{ampref.OLD_PATHS[old]}")
+    names = getattr(new, "__all__", None) or [n for n in vars(new) if not n.startswith("_")]
+    code = (f"import ampref.{old}\nimport ampref.{ampref.OLD_PATHS[old]} as new\n"
+            f"assert ampref.{old}.{names[0]} is new.{names[0]}\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-800:]
+
+
 def test_old_paths_reach_submodules_without_a_second_copy() -> None:
     import ampref.nn.utils  # noqa: F401 - the old spelling, through the path finder
     from ampref.engine.nn import utils
