@@ -13,6 +13,7 @@ to a floating-point op raises a ``TypeError`` that names the op and the cast to 
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -158,23 +159,30 @@ class IndexTensor:
                         f"{type(o).__name__}; cast with .float() first for floating-point "
                         f"arithmetic (docs/torch-api-differences.md)")
 
-    def __eq__(self, o: object) -> IndexTensor:  # type: ignore[override]
-        return self._new(self.data == self._other(o))
+    def _compare(self, o: Any, op: Any) -> Any:
+        # a float tensor compares in its own format (ENG-INT-002): hand the comparison to
+        # its reflected method, as torch promotes int vs float to the float dtype
+        if hasattr(o, "format") and not isinstance(o, IndexTensor):
+            return NotImplemented
+        return self._new(op(self.data, self._other(o)))
 
-    def __ne__(self, o: object) -> IndexTensor:  # type: ignore[override]
-        return self._new(self.data != self._other(o))
+    def __eq__(self, o: object) -> Any:
+        return self._compare(o, operator.eq)
 
-    def __lt__(self, o: Any) -> IndexTensor:
-        return self._new(self.data < self._other(o))
+    def __ne__(self, o: object) -> Any:
+        return self._compare(o, operator.ne)
 
-    def __le__(self, o: Any) -> IndexTensor:
-        return self._new(self.data <= self._other(o))
+    def __lt__(self, o: Any) -> Any:
+        return self._compare(o, operator.lt)
 
-    def __gt__(self, o: Any) -> IndexTensor:
-        return self._new(self.data > self._other(o))
+    def __le__(self, o: Any) -> Any:
+        return self._compare(o, operator.le)
 
-    def __ge__(self, o: Any) -> IndexTensor:
-        return self._new(self.data >= self._other(o))
+    def __gt__(self, o: Any) -> Any:
+        return self._compare(o, operator.gt)
+
+    def __ge__(self, o: Any) -> Any:
+        return self._compare(o, operator.ge)
 
     def __add__(self, o: Any) -> IndexTensor:
         return self._new(self.data + self._other(o))

@@ -11,7 +11,9 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from ampref.formats.table import Format
+import numpy as np
+
+from ampref.formats.table import Format, get_format
 
 from .indices import IndexTensor
 
@@ -203,3 +205,67 @@ def chunk(self: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:
         raise ValueError(f"chunk: chunks must be an int >= 1, got {chunks!r}")
     n = self.shape[_F().core.one_dim(self, dim)]
     return split(self, max(-(-n // chunks), 1), dim)
+
+
+def compare(self: Any, other: Any, name: str) -> Any:
+    """``self <op> other`` elementwise, as torch compares: both sides in their common
+    format, then compared exactly; a bool IndexTensor with the broadcast shape.
+
+    The common format is the engine's promotion of the two float formats (ENG-PRM-001); a
+    Python/NumPy number or an integer tensor takes ``self``'s format, rounded as
+    :func:`round_to` rounds (so ``half == 1.0001`` is True, as in torch). NaN compares
+    unequal and unordered; -0 == +0; ±inf are the extremes. NotImplemented for a
+    non-numeric ``other`` (Python then answers ``==`` by identity, ``<`` by TypeError).
+    A NumPy array counts as a tensor of its dtype (float16/32/64, int, bool)."""
+    be, xp = self.backend, self.backend.xp
+    if isinstance(other, np.ndarray):  # as torch: the array is a tensor of its own dtype
+        other = _array_operand(self, other)
+    if isinstance(getattr(other, "format", None), Format):
+        fmt = _F().core.promote([self.format, other.format])
+        b = other.data if other.format == fmt else _F().to_format(other, fmt).data
+    elif isinstance(other, (IndexTensor, builtins.bool, builtins.int, builtins.float,
+                            np.integer, np.floating, np.bool_)):
+        fmt = self.format
+        raw = other.data if isinstance(other, IndexTensor) else other
+        b = _F().core.round_to(be, xp.asarray(raw, dtype=xp.float64), fmt)
+    else:
+        return NotImplemented
+    a = self.data if self.format == fmt else _F().to_format(self, fmt).data
+    with np.errstate(invalid="ignore"):
+        out = getattr(xp, name)(xp.asarray(a, dtype=xp.float64), xp.asarray(b, dtype=xp.float64))
+    return IndexTensor(out, be)
+
+
+def _array_operand(self: Any, arr: np.ndarray) -> Any:
+    if arr.dtype.kind in "biu":
+        return IndexTensor(arr, self.backend)
+    if arr.dtype.name in ("float16", "float32", "float64"):
+        return type(self)(self.backend.xp.asarray(arr), get_format(arr.dtype.name),
+                          backend=self.backend)
+    raise TypeError(f"comparison: a NumPy array of dtype {arr.dtype} is not a tensor "
+                    f"operand (allowed: bool, int, float16, float32, float64); convert it "
+                    f"with ampref.tensor(array, format) first")
+
+
+def eq(self: Any, o: Any) -> Any:
+    return compare(self, o, "equal")
+
+
+def ne(self: Any, o: Any) -> Any:
+    return compare(self, o, "not_equal")
+
+
+def lt(self: Any, o: Any) -> Any:
+    return compare(self, o, "less")
+
+
+def le(self: Any, o: Any) -> Any:
+    return compare(self, o, "less_equal")
+
+
+def gt(self: Any, o: Any) -> Any:
+    return compare(self, o, "greater")
+
+
+def ge(self: Any, o: Any) -> Any:
+    return compare(self, o, "greater_equal")

@@ -275,7 +275,9 @@ class Tensor:
                     raise RuntimeError(f"internal: op {t.node.op} gave a gradient of shape "
                                        f"{pg.shape} for an input of shape {parent.shape}")
                 prev = grads.get(id(parent))
-                grads[id(parent)] = pg if prev is None else round_to(be, prev + pg, parent.format)
+                with np.errstate(all="ignore"):  # inf - inf: NaN, as the format says
+                    grads[id(parent)] = pg if prev is None else round_to(be, prev + pg,
+                                                                         parent.format)
 
     # -- operators (definitions in ampref.functional) ------------------------------------
     def __add__(self, o: Any) -> Tensor:
@@ -316,6 +318,12 @@ class Tensor:
 
     def __getitem__(self, idx: Any) -> Tensor:
         return _F().index(self, idx)
+
+    # comparisons: elementwise bool IndexTensors, as torch's (ENG-INT-002); hashing by
+    # identity, as torch's tensors hash
+    __eq__, __ne__ = methods.eq, methods.ne  # type: ignore[assignment]
+    __lt__, __le__, __gt__, __ge__ = methods.lt, methods.le, methods.gt, methods.ge
+    __hash__ = object.__hash__
 
     @property
     def T(self) -> Tensor:

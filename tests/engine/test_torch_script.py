@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+# a script users run must not print NumPy warnings (inf - inf in gradient sums, say)
+pytestmark = pytest.mark.filterwarnings("error")
+
 AMPREF_IMPORTS = """
 import ampref as torch
 import ampref.nn as nn

@@ -16,11 +16,11 @@ from ampref.policy import autocast as _ac
 from ampref.backends import Backend  # type: ignore[attr-defined]  # mapped from backends/
 from ampref.formats.table import Format, get_format
 from ..indices import IndexTensor
-from ..tensor import Node, Tensor, is_grad_enabled
+from ..tensor import Node, Tensor, is_grad_enabled, round_to
 
 __all__ = ["F32", "F64", "SCALAR_TYPES", "autocast_args", "autocast_inputs", "backend_of",
            "check_tensor", "dims_of", "index_data", "one_dim", "expand_grad", "make",
-           "nested_ops", "promote", "shape_of", "sum_to", "to_format", "wide_math"]
+           "nested_ops", "promote", "round_to", "shape_of", "sum_to", "to_format", "wide_math"]
 
 F32 = get_format("float32")
 F64 = get_format("float64")
