@@ -24,6 +24,7 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from .jitcache import CACHE
 from .arrays import frozen
 from .threads import run_blocks
 
@@ -32,12 +33,12 @@ __all__ = ["certify_gemm", "certify_rows"]
 _U = 2.0**-53
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def _gamma(n: int) -> float:
     return 2.0 * (n * _U) / (1.0 - n * _U)
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def _quantum(mn: float, precision: int) -> float:
     """log2 lower bound of the quantum of values whose smallest nonzero magnitude is
     ``mn`` (inf: none, all zero or non-finite)."""
@@ -47,7 +48,7 @@ def _quantum(mn: float, precision: int) -> float:
     return max(float(e - precision), -149.0)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def _row_bound(row: Any, precision: int, grow: float) -> tuple[float, float]:
     """Norm bound (times ``grow``) and quantum bound of one row."""
     s, mn = 0.0, np.inf
@@ -60,7 +61,7 @@ def _row_bound(row: Any, precision: int, grow: float) -> tuple[float, float]:
     return math.sqrt(s) * grow, _quantum(mn, precision)
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=CACHE, nogil=True)
 def _bounds(a: Any, b: Any, precision: int, na: Any, qa: Any, nb_: Any, qb: Any) -> None:
     """Rows of every ``a[p]`` (M, K) and columns of every ``b[p]`` (K, N); the columns
     are walked row by row for the cache."""
@@ -86,7 +87,7 @@ def _bounds(a: Any, b: Any, precision: int, na: Any, qa: Any, nb_: Any, qb: Any)
             qb[p, j] = _quantum(mn[j], precision)
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=CACHE, nogil=True)
 def _certify_rows(r: Any, a: Any, b: Any, na: Any, qa: Any, nb_: Any, qb: Any, M: int, K: int,
                   out: Any, lo: int, hi: int) -> None:
     """Rows lo..hi-1 of ``r`` (P*M, N): row t belongs to batch t // M, whose column
@@ -155,7 +156,7 @@ def certify_rows(x: npt.NDArray[np.float32], r: npt.NDArray[np.float64],
     return out.reshape(R)
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=CACHE, nogil=True)
 def _abs_bounds(x: Any, precision: int, s1: Any, q: Any) -> None:
     """Per row: ``sum |x|`` with the factor covering its own float64 rounding (the sum
     of |x| loses at most gamma(n) relative in any order), and the quantum bound."""
@@ -180,7 +181,7 @@ _BASE = 352
 _LIMBS = 21  # 32-bit limbs in int64 words: 672 bits, past |K * 2^256| for K < 2^40
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def _add_term(acc: Any, p: float) -> None:
     """acc += p exactly: p = m 2^(e-53) with |m| < 2^53 an integer (p is a product of two
     float32 values, exact in float64), added as 32-bit pieces into three limbs."""
@@ -203,7 +204,7 @@ def _add_term(acc: Any, p: float) -> None:
     acc[limb + 2] += hi
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def _round_acc(acc: Any) -> np.float32:
     """fl32 (nearest-even) of the accumulator's exact value; an exact zero gives +0."""
     # why long: carry propagation, sign, the top bit and one correctly rounded extraction
@@ -237,7 +238,7 @@ def _round_acc(acc: Any) -> np.float32:
     return np.float32(-v if neg else v)
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def _clz64(x: np.int64) -> int:
     n = 0
     while n < 64 and ((x >> (63 - n)) & 1) == 0:
@@ -245,7 +246,7 @@ def _clz64(x: np.int64) -> int:
     return n
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def _bits(acc: Any, lo: int, count: int) -> np.int64:
     """Bits lo-1 .. lo+count-2 of the accumulator (``count`` bits from one below ``lo``)."""
     out = np.int64(0)
@@ -256,7 +257,7 @@ def _bits(acc: Any, lo: int, count: int) -> np.int64:
     return out
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def _any_below(acc: Any, b: int) -> bool:
     """True if any bit below bit ``b`` is set."""
     if b <= 0:
@@ -270,7 +271,7 @@ def _any_below(acc: Any, b: int) -> bool:
     return False
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def _exact_dot(arow: Any, b: Any, j: int, acc: Any) -> np.float32:
     """fl32 of the exact sum of arow[k] * b[k, j] (float32 values: every product is exact
     in float64 and lies in the accumulator's span)."""

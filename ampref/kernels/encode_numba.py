@@ -19,6 +19,7 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from .jitcache import CACHE
 from .params import (FNU, FNUZ, IEEE, NEAREST_AWAY, NEAREST_EVEN, ODD, STOCHASTIC,
                      TOWARD_NEGATIVE, TOWARD_POSITIVE, TOWARD_ZERO, FormatSpec, code_dtype)
 from .arrays import frozen
@@ -31,7 +32,7 @@ _NO_MASK = np.empty(0, np.bool_)
 _NO_WORDS = np.empty(0, np.uint32)
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def _round_word(v: Any, d: Any, rnd: Any, neg: bool, one: Any, zero: Any) -> Any:
     """round(v / 2^d) for d >= 1 in the word's own width (deterministic modes); ``one``
     and ``zero`` carry the word type."""
@@ -47,7 +48,7 @@ def _round_word(v: Any, d: Any, rnd: Any, neg: bool, one: Any, zero: Any) -> Any
     return v >> d
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def _tier_one(x: Any, f: Any, rnd: Any, one: Any, zero: Any) -> tuple[Any, bool]:
     """(signed code, needs the general kernel) of one source word: the specification's
     first two tiers (``_fast_chunk``, ``_below_chunk``) in the word's own width, both
@@ -75,7 +76,7 @@ def _tier_one(x: Any, f: Any, rnd: Any, one: Any, zero: Any) -> tuple[Any, bool]
     return code | sign, (not is_below) and normal > maxc
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def _fast_range(u: Any, out: Any, slow: Any, f: Any) -> None:
     """Tiers one and two over a block; one loop per common mode so that each is free of
     branches and vectorises."""
@@ -93,7 +94,7 @@ def _fast_range(u: Any, out: Any, slow: Any, f: Any) -> None:
             out[i], slow[i] = _tier_one(u[i], t, rnd, one, zero)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def _block(u: Any, out: Any, nans: Any, slow: Any, c: Any, f: Any, words: Any, lo: int,
            hi: int) -> None:
     """Elements lo..hi-1: the first tier, then the general kernel where it flagged."""
@@ -110,7 +111,7 @@ def _block(u: Any, out: Any, nans: Any, slow: Any, c: Any, f: Any, words: Any, l
     general_range(u, out, nans, c, w, lo, slow)
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=CACHE, nogil=True)
 def _encode_blocks(u: Any, out: Any, nans: Any, slow: Any, c: Any, f: Any, words: Any,
                    lo: int, hi: int) -> None:
     _block(u, out, nans, slow, c, f, words, lo, hi)
@@ -138,7 +139,7 @@ def _first_tier(src_bits: int, spec: FormatSpec, rnd: int, sub: bool) -> npt.NDA
     return arr
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=CACHE, nogil=True)
 def _same_layout_nearest_even(u: Any, out: Any, shift: Any, lo: int, hi: int) -> None:
     """bfloat16/tf32 from float32 under nearest-even, no saturation: round the word by
     one shift (ties to even by adding the kept part's low bit), NaN inputs keep their
@@ -211,20 +212,20 @@ def quantize_bits(x: npt.NDArray[Any], fmt: FormatSpec, rnd: int, sat: bool, sub
     return vals.reshape(x.shape)
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=CACHE, nogil=True)
 def _quantize_blocks(u: Any, out: Any, nans: Any, slow: Any, c: Any, f: Any, words: Any,
                      table: Any, mant: int, no_nan: bool, vals: Any, lo: int, hi: int) -> None:
     _block(u, out, nans, slow, c, f, words, lo, hi)
     _values(out, nans, table, mant, no_nan, vals, lo, hi)
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=CACHE, nogil=True)
 def _values_blocks(codes: Any, nans: Any, table: Any, mant: int, no_nan: bool, vals: Any,
                    lo: int, hi: int) -> None:
     _values(codes, nans, table, mant, no_nan, vals, lo, hi)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def _values(codes: Any, nans: Any, table: Any, mant: int, no_nan: bool, out: Any, lo: int,
             hi: int) -> None:
     """Each code's float32 value: from ``table``, or (empty table) the code shifted into

@@ -17,6 +17,7 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from .jitcache import CACHE
 from .params import (FNU, FNUZ, NEAREST_AWAY, NEAREST_EVEN, ODD, STOCHASTIC, TOWARD_NEGATIVE,
                      TOWARD_POSITIVE, TOWARD_ZERO, FormatSpec)
 from .srhash import check_seed, keys
@@ -51,7 +52,7 @@ def constants(src_bits: int, spec: FormatSpec, rnd: int, sat: bool, sub: bool,
     return arr
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def _fmix32(h: Any) -> Any:
     h ^= h >> np.uint64(16)
     h = (h * np.uint64(0x85EBCA6B)) & _M32
@@ -60,14 +61,14 @@ def _fmix32(h: Any) -> Any:
     return h ^ (h >> np.uint64(16))
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def _word(k1: Any, k2: Any, i: Any) -> Any:
     """bits(seed, i) of FMT-SR-002 from the seed's keys."""
     h = _fmix32((i & _M32) ^ k1)
     return _fmix32(h ^ (i >> np.uint64(32)) ^ k2)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def _round_shift(sig: Any, d: Any, dtrue: Any, rnd: Any, neg: bool, rbits: Any,
                  width: Any) -> Any:
     """round(sig / 2^d) in direction ``rnd`` (the specification's ``_round_shift``)."""
@@ -93,7 +94,7 @@ def _round_shift(sig: Any, d: Any, dtrue: Any, rnd: Any, neg: bool, rbits: Any,
     return q + (one if frac32 > rbits else np.uint64(0))
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def encode_one(u: Any, c: Any, rbits: Any) -> tuple[Any, bool]:
     """(code, input is NaN) of one source word ``u`` (uint64) under the row ``c``."""
     # why long: the general kernel's five phases on one element, in the specification's
@@ -155,14 +156,14 @@ def encode_one(u: Any, c: Any, rbits: Any) -> tuple[Any, bool]:
     return code, is_nan
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def unpack(c: Any) -> Any:
     """The constant row as a tuple: values in registers, not reloads from memory."""
     return (c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], c[12],
             c[13], c[14], c[15], c[16], c[17], c[18], c[19], c[20])
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def general_range(u: Any, out: Any, nans: Any, c: Any, words: Any, base: int,
                    only: Any) -> None:
     """The general kernel over a block whose first element has flat index ``base``

@@ -13,13 +13,14 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from .jitcache import CACHE
 from .arrays import frozen
 from .threads import run_blocks
 
 __all__ = ["adam_update"]
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=CACHE, nogil=True)
 def _adam(w: Any, g: Any, m: Any, v: Any, k: Any, decoupled: bool, decay: bool, out: Any,
           m_out: Any, v_out: Any, lo: int, hi: int) -> None:
     wd_factor, wd, b1, c1, b2, c2, bias2, eps, step_size = k

@@ -16,6 +16,7 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from .jitcache import CACHE
 from .params import NEAREST_AWAY, NEAREST_EVEN, ODD, STOCHASTIC, TOWARD_NEGATIVE, TOWARD_POSITIVE
 from .params import TOWARD_ZERO
 from .arrays import frozen
@@ -39,20 +40,20 @@ class OracleFormat(NamedTuple):
     has_negative_zero: bool
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def _frexp_exponent(x: float) -> int:
     """``math.frexp(x)[1]`` for a positive normal float64 (every float32 magnitude is one),
     read off the exponent field instead of a libm call: the same integer."""
     return int((as_bits(x) >> np.uint64(52)) & np.uint64(0x7FF)) - 1022
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def _pow2(k: int) -> float:
     """``math.ldexp(1.0, k)`` for -1022 <= k <= 1023, assembled from the exponent field."""
     return as_float(np.uint64(k + 1023) << np.uint64(52))
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def _oracle_one(x: np.float32, f: Any, rnd: int, saturate: bool, subnormals: bool,
                 rbits: float) -> np.float32:
     """The specification's formula on one element, in its order."""
@@ -116,7 +117,7 @@ def _oracle_one(x: np.float32, f: Any, rnd: int, saturate: bool, subnormals: boo
     return np.float32(out)
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=CACHE, nogil=True)
 def _oracle_blocks(x: Any, f: Any, rnd: int, saturate: bool, subnormals: bool, rbits: Any,
                    out: Any, lo: int, hi: int) -> None:
     x, out = x[lo:hi], out[lo:hi]
@@ -140,7 +141,7 @@ def reference_quantize(x: npt.NDArray[np.float32], fmt: OracleFormat, rnd: int, 
     return out.reshape(x.shape)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def _mismatches(ours: Any, ref: Any, float_words: bool, first: Any) -> int:
     n = 0
     for i in range(ours.size):

@@ -22,6 +22,7 @@ import numba as nb
 import numpy as np
 import numpy.typing as npt
 
+from .jitcache import CACHE
 from .general_numba import encode_one, unpack
 from .bits import as_bits, as_float, as_float32
 from .threads import run_blocks
@@ -29,13 +30,13 @@ from .threads import run_blocks
 __all__ = ["gemm_rows"]
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def _pow2(k: Any) -> float:
     """2^k as float64 for -1022 <= k <= 1023 (exact, from the exponent field)."""
     return as_float(np.uint64(k + 1023) << np.uint64(52))
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def _exponent(x: float, floor: int) -> int:
     """max(floor(log2 |x|), floor) for nonzero finite x; -16000 for zero."""
     if x == 0.0:
@@ -46,7 +47,7 @@ def _exponent(x: float, floor: int) -> int:
     return max(e, floor)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=CACHE)
 def _fast_round(u: Any, f: Any) -> int:
     """The float32 word of the float64 ``s`` (bits ``u``) rounded to the float32-layout
     output format, for ``s`` zero or inside its normal range: the encode kernel's first
@@ -68,7 +69,7 @@ def _fast_round(u: Any, f: Any) -> int:
     return np.int64((code << shift) | (sign << np.uint64(31)))
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def _round_out(s: float, cr: Any, fast: Any, table: Any, shift: int) -> float:
     """``s`` rounded by the encode row ``cr`` (first tier for float32-layout outputs)."""
     u = as_bits(s)
@@ -82,7 +83,7 @@ def _round_out(s: float, cr: Any, fast: Any, table: Any, shift: int) -> float:
     return np.float64(as_float32(np.uint32(code) << np.uint32(shift)))
 
 
-@nb.njit(inline="always", cache=True)
+@nb.njit(inline="always", cache=CACHE)
 def _round_odd_sum(x: float, y: float) -> float:
     """float64 round-to-odd of the exact x + y (TwoSum, then the odd neighbour on the
     error's side): rounding it once more to float32 is the correctly rounded sum
@@ -98,7 +99,7 @@ def _round_odd_sum(x: float, y: float) -> float:
     return s
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=CACHE, nogil=True)
 def _rows(a: Any, b: Any, ea: Any, eb: Any, d0: Any, block: int, frac_bits: int, lim: int,
           e_min: int, c: Any, shift: int, table: Any, fast: Any, late: bool, c_late: Any,
           fast_late: Any, out: Any, lo: int, hi: int) -> None:
