@@ -208,6 +208,31 @@ def test_dropout_mask_is_a_function_of_seed_and_offset_only() -> None:
     assert np.array_equal(tail, a[50:].reshape(-1))
 
 
+@pytest.mark.clause("ENG-DRP-001")
+def test_dropout_keeps_an_element_whose_word_equals_the_threshold_and_drops_one_below() -> None:
+    """Inputs: 64 ones; their seed-7 words w_i (pure-Python hash twin); p = w_i / 2^32 for
+    five chosen i (smallest word, largest word, three between), and p = (w_i + 1) / 2^32.
+    Expected: element j dropped iff w_j < round(p 2^32), so with p = w_i/2^32 element i
+    is kept and with (w_i + 1)/2^32 dropped; every other element follows the same rule.
+    Also p = 1 - 2^-34 (threshold 2^32): everything dropped. Pass: masks equal."""
+    from ampref.kernels.srhash import random_bits_scalar
+
+    words = np.array([random_bits_scalar(7, i) for i in range(64)], dtype=np.uint64)
+    x = ampref.tensor(np.ones(64))
+    order = np.argsort(words)
+    for i in (order[0], order[-1], order[10], order[31], order[50]):
+        for threshold in (int(words[i]), int(words[i]) + 1):
+            p = threshold / 2.0**32
+            if not 0.0 < p < 1.0:
+                continue
+            kept = F.dropout(x, p, seed=7).numpy() != 0
+            want = words >= threshold
+            assert np.array_equal(kept, want), (f"p = {threshold:#x}/2^32: kept "
+                                                f"{np.flatnonzero(kept != want).tolist()} "
+                                                f"wrongly")
+    assert not F.dropout(x, 1.0 - 2.0**-34, seed=7).numpy().any()
+
+
 @pytest.mark.clause("ENG-SPC-001")
 def test_nan_and_inf_propagate_with_ieee_semantics() -> None:
     x = ampref.tensor([np.nan, np.inf, -np.inf, 0.0, -1.0])

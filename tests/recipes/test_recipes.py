@@ -196,6 +196,43 @@ def test_stochastic_rounding_uses_one_byte_per_element_as_te() -> None:
     assert abs(mean - 1.25) < 0.01  # unbiased: 1.25 rounds to 1 or 1.5 half the time
 
 
+E2M1_STEPS = [(0.0, 0.5), (0.5, 1.0), (1.5, 2.0), (2.0, 3.0), (3.0, 4.0), (4.0, 6.0)]
+
+
+@pytest.mark.clause("REC-SR-001")
+def test_stochastic_e2m1_rounds_up_exactly_when_the_byte_reaches_the_gap() -> None:
+    """Inputs: for each E2M1 step (lo, hi) and gap g/256 of the step (g = 1, 128, 255),
+    |x| = hi - g/256 * step, both signs, each with bytes g (the byte equal to the gap),
+    g - 1, 0 and 255, packed four per word as REC-SR-002 lays them out. Expected: hi
+    when byte >= g (|x| + byte/256 step reaches hi), else lo, with x's sign (exact
+    rational arithmetic). Pass: every E2M1 code equal."""
+    from ampref.recipes.elements import stochastic_e2m1
+
+    xs, bytes_, want = [], [], []
+    for lo, hi in E2M1_STEPS:
+        for g in (1, 128, 255):
+            ax = F(hi) - F(g, 256) * (F(hi) - F(lo))
+            for b in sorted({g, g - 1, 0, 255}):
+                for sign in (1, -1):
+                    xs.append(float(sign * ax))
+                    bytes_.append(b)
+                    want.append(sign * (hi if b >= g else lo))
+    pad = (-len(xs)) % 4
+    xs += [0.0] * pad
+    bytes_ += [0] * pad
+    want += [0.0] * pad
+    x = np.array(xs, np.float32)
+    assert all(F(float(v)) == F(s) for v, s in zip(x, xs, strict=True))  # exact inputs
+    packed = np.array(bytes_, np.uint32).reshape(-1, 4)
+    words = (packed[:, 0] | packed[:, 1] << 8 | packed[:, 2] << 16 | packed[:, 3] << 24).astype(np.uint32)
+    got = stochastic_e2m1(x, words)
+    expect = encode(np.array(want, np.float32), "float4_e2m1fn")
+    bad = np.flatnonzero(got != expect)
+    assert bad.size == 0, (f"{bad.size} differ; first x = {xs[bad[0]]}, byte "
+                           f"{bytes_[bad[0]]}: code {int(got[bad[0]]):#x}, want "
+                           f"{int(expect[bad[0]]):#x}")
+
+
 @pytest.mark.clause("REC-RHT-001")
 def test_hadamard_is_te_signed_sylvester_and_orthogonal() -> None:
     h = recipes.hadamard_matrix()

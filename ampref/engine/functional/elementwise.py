@@ -256,7 +256,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, *, seed: int |
 
         seed = default_generator().draw_seed()
     bits = be.random_bits(seed, offset, x.numel()).reshape(x.shape)
-    keep = bits >= np.uint32(min(round(p * 2.0**32), 2**32 - 1))
+    # compared in 64 bits: the threshold round(p * 2^32) reaches 2^32 for p > 1 - 2^-33
+    keep = bits.astype(np.uint64) >= np.uint64(round(p * 2.0**32))
     scale = storage_dtype(x.format)(1.0 / (1.0 - p))
     with np.errstate(all="ignore"):
         out = round_to(be, x.data * scale * keep, x.format)
