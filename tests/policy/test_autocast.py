@@ -75,6 +75,30 @@ def test_every_op_output_format_matches_recorded_torch_cpu_autocast() -> None:
     assert not bad, f"{len(bad)} mismatches, first: {bad[:5]}"
 
 
+@pytest.mark.clause("AUT-POL-001", "AUT-CAT-001", "AUT-CAT-002", "AUT-CAT-003")
+def test_every_op_output_format_matches_torch_cuda_autocast_recorded_on_an_h100() -> None:
+    """Inputs: the 172 rows recorded under torch.autocast("cuda") on an H100 (torch
+    2.11; tests/data/autocast_torch_cuda.json): op, autocast dtype, input dtypes. Expected:
+    the recorded output dtype from the torch-cuda policy, except for ops the policy lists
+    only from a later torch (``listed_since``, e.g. rms_norm from 2.12), which are
+    reported apart. Pass: every other row equal; the exceptions are exactly those ops."""
+    data = json.loads((RECORDED / "autocast_torch_cuda.json").read_text())
+    recorded = tuple(int(p) for p in data["torch"].split("+")[0].split(".")[:2])
+    later = {op for op, since in load_policy("torch-cuda").listed_since.items()
+             if tuple(int(p) for p in since.split(".")[:2]) > recorded}
+    rows = [r for r in data["rows"] if r["source"] == "recorded"]
+    assert len(rows) >= 150
+    bad, newer = [], set()
+    for r in rows:
+        got = run_row(r)
+        if got != r["output"] and not (got.startswith("error")
+                                       and r["output"].startswith("error")):
+            (newer.add(r["op"]) if r["op"] in later else bad.append(
+                (r["op"], r["dtype"], r["inputs"], r["output"], got)))
+    assert not bad, f"{len(bad)} rows differ from the H100 recording, first: {bad[:5]}"
+    assert newer <= later
+
+
 @pytest.mark.clause("AUT-POL-001")
 def test_every_op_output_format_matches_live_torch_cpu_autocast() -> None:
     pytest.importorskip("torch")

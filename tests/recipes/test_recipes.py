@@ -224,7 +224,7 @@ def test_stochastic_e2m1_rounds_up_exactly_when_the_byte_reaches_the_gap() -> No
     x = np.array(xs, np.float32)
     assert all(F(float(v)) == F(s) for v, s in zip(x, xs, strict=True))  # exact inputs
     packed = np.array(bytes_, np.uint32).reshape(-1, 4)
-    words = (packed[:, 0] | packed[:, 1] << 8 | packed[:, 2] << 16 | packed[:, 3] << 24).astype(np.uint32)
+    words = (packed << np.array([0, 8, 16, 24], np.uint32)).sum(axis=1).astype(np.uint32)
     got = stochastic_e2m1(x, words)
     expect = encode(np.array(want, np.float32), "float4_e2m1fn")
     bad = np.flatnonzero(got != expect)
