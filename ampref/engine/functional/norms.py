@@ -15,7 +15,7 @@ from ampref.backends import Backend  # type: ignore[attr-defined]  # mapped from
 from ampref.formats.table import Format, get_format
 from ..tensor import Tensor, round_to, storage_dtype
 from .core import (F32, F64, autocast_args, autocast_inputs, check_tensor, make, one_dim,
-                   wide_math)
+                   to_format, wide_math)
 
 __all__ = ["layer_norm", "layer_norm_stats", "log_softmax", "log_softmax_grad", "rms_norm",
            "softmax", "softmax_grad"]
@@ -32,6 +32,8 @@ def _shifted_exp(op: str, x: Tensor, dim: int,
     axis = one_dim(x, dim)
     _, forced, _ = autocast_inputs(op, [x])
     fmt = get_format(dtype) if dtype is not None else (forced or x.format)
+    if fmt != x.format:  # as torch: the input is cast to dtype first (ENG-DTY-001)
+        x = to_format(x, fmt)
     be = x.backend
     cf = F64 if fmt.wide or x.format.wide else F32
     m = be.xp.max(x.data, axis=axis, keepdims=True)

@@ -14,7 +14,7 @@ import numpy as np
 from ampref.common.checks import check_flag
 from ampref.formats.table import Format, get_format
 from ..tensor import Tensor, round_to, storage_dtype
-from .core import autocast_inputs, check_tensor, dims_of, expand_grad, make
+from .core import autocast_inputs, check_tensor, dims_of, expand_grad, make, to_format
 
 __all__ = ["mean", "sum"]
 
@@ -23,15 +23,18 @@ def sum(input: Tensor, dim: Any = None, keepdim: bool = False, *,
         dtype: str | Format | None = None) -> Tensor:
     """Sum over ``dim`` (all dims when None): fl_out(fl32(exact sum)) (ENG-RED-001).
 
-    ``dtype`` sets the output format (torch's ``sum(..., dtype=)``); autocast name
-    ``sum`` (fp32_set_opt_dtype under torch-cuda: float32 output).
+    ``dtype`` casts the input to that format first, as torch's ``sum(..., dtype=)``
+    (ENG-DTY-001); autocast name ``sum`` (fp32_set_opt_dtype under torch-cuda: float32
+    output).
     """
     x = check_tensor(input, "sum")
     keepdims = check_flag("keepdim", keepdim)
     _, forced, _ = autocast_inputs("sum", [x])
     fmt = get_format(dtype) if dtype is not None else (forced or x.format)
+    if fmt != x.format:  # as torch: the input is cast to dtype first (ENG-DTY-001)
+        x = to_format(x, fmt)
     be, axes = x.backend, dims_of(x, dim)
-    src = x.data.astype(storage_dtype(fmt)) if fmt.wide else x.data
+    src = x.data
     out = round_to(be, be.sum(src, axes, keepdims), fmt)
 
     def bwd(g: Any) -> tuple[Any]:
