@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ampref import recipes
+from ampref import decode, recipes
 from paths import DATA as RECORDED
 
 DATA = RECORDED / "recipe_vectors.npz"
@@ -51,12 +51,19 @@ def _canon(codes: np.ndarray, fmt: str) -> np.ndarray:
     return np.where(np.isin(c, _NAN_CODES[fmt]), np.uint8(0x7F), c) if fmt in _NAN_CODES else c
 
 
-def _nan_driven(q: recipes.Quantized, x: np.ndarray) -> np.ndarray:
-    """Elements whose FP4/FP6 code torchao derives from a NaN float32 (a block or
-    per-tensor scale that is NaN, or a NaN input): its encoder maps NaN bits to a
-    payload-dependent code (REC-ELM-002). Everything else compares bitwise."""
-    v = np.isnan(q.values) | np.isnan(x)
-    return v
+def _nan_driven(x: np.ndarray, ref_scale_codes: np.ndarray, scale_format: str,
+                ref_global: np.ndarray | None = None) -> np.ndarray:
+    """Elements whose FP4/FP6 code torchao derives from a NaN float32: a NaN input, a
+    block whose *recorded* scale is NaN, or a NaN recorded per-tensor scale. Its encoder
+    maps NaN bits to a payload-dependent code (REC-ELM-002). Derived from the input and
+    the reference's recording only, never from the output under test; everything else
+    compares bitwise."""
+    block = x.shape[-1] // ref_scale_codes.shape[-1]
+    scale_nan = np.isnan(decode(ref_scale_codes, scale_format).astype(np.float64))
+    v = np.isnan(x) | np.repeat(scale_nan, block, axis=-1)
+    if ref_global is not None and np.isnan(np.asarray(ref_global, np.float64)).any():
+        v |= True
+    return np.asarray(v)
 
 
 def _cases(prefix: str) -> list[str]:
@@ -122,7 +129,8 @@ def test_mx_matches_torchao_bitwise(key: str) -> None:
     x = v[f"input/{name}"]
     q = recipes.quantize(x, rec, profile="torchao", scale_rule=mode)
     _bits_equal(q.scale_codes, v[f"{key}/scale_codes"], f"{key} scale codes")
-    keep = ~_nan_driven(q, x)
+    keep = ~_nan_driven(x, v[f"{key}/scale_codes"], "float8_e8m0fnu")
+    assert np.isnan(q.values[~keep]).all(), f"{key}: a NaN-driven element is not NaN here"
     _bits_equal(_canon(q.codes, q.element)[keep], _canon(v[f"{key}/codes"], q.element)[keep],
                 f"{key} codes")
 
@@ -138,7 +146,9 @@ def test_nvfp4_matches_torchao_bitwise(key: str) -> None:
     e4m3 = "float8_e4m3fn"
     _bits_equal(_canon(q.scale_codes, e4m3), _canon(v[f"{key}/scale_codes"], e4m3),
                 f"{key} scale codes")
-    keep = ~_nan_driven(q, x)
+    keep = ~_nan_driven(x, v[f"{key}/scale_codes"], e4m3,
+                        v[f"{key}/global_scale"] if two else None)
+    assert np.isnan(q.values[~keep]).all(), f"{key}: a NaN-driven element is not NaN here"
     _bits_equal(q.codes[keep], v[f"{key}/codes"][keep], f"{key} codes")
     if two:
         _bits_equal(q.global_scale, v[f"{key}/global_scale"], f"{key} per-tensor scale")
