@@ -1,0 +1,235 @@
+"""Mutation testing on demand (not in CI): plant one-line mutants in ampref's numeric
+rooms and report which ones survive their own area's tests (issue 38).
+
+    python scripts/mutants.py --per-area 12 --seed 1 --report mutants.md
+    python scripts/mutants.py --tests-at <commit> ...   # the same mutants, older tests
+
+How: a detached ``git worktree`` of HEAD in a temporary folder (the checkout is never
+touched), importable from PYTHONPATH (links stand in for setuptools' package-dir mapping
+of ``ampref.backends`` and the shipped policies). Candidate sites are tokens of the
+area's source files (comments and strings never): comparisons flipped at their boundary
+(< and <=, > and >=, == and !=), + and -, * and /, integer literals +1, True and False,
+``and`` and ``or``. A seeded sample of ``--per-area`` sites per area is applied one at a
+time; the area's tests run with ``-x`` and a fresh numba cache per mutant of the kernels
+room; a mutant is *caught* when they fail, *survives* when they pass, *timeout* past
+``--timeout``. Each area's tests must pass unmutated first (else the area is reported
+as not measurable). ``--tests-at`` checks the tests out from another commit, so one
+sample of mutants scores two versions of the suite.
+
+Survivors are not all bugs in the suite: some mutants are equivalent (they cannot change
+any result); the report lists each survivor's diff so a reader can judge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tokenize
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: area -> (source files, test paths): a mutant in the sources is judged by the tests
+AREAS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "kernels": (("ampref/kernels/encode.py", "ampref/kernels/general_numba.py",
+                 "ampref/kernels/encode_numba.py", "ampref/kernels/srhash.py"),
+                ("tests/kernels", "tests/formats")),
+    "scaler": (("ampref/scaling/machine.py", "ampref/scaling/profiles.py",
+                "ampref/scaling/scaler.py"), ("tests/scaling",)),
+    "accumulation": (("ampref/accumulation/tensorcore.py", "ampref/accumulation/gpus.py",
+                      "ampref/accumulation/library.py", "ampref/accumulation/mfma.py"),
+                     ("tests/accumulation",)),
+    "recipes": (("ampref/recipes/mx.py", "ampref/recipes/nvfp4.py",
+                 "ampref/recipes/elements.py", "ampref/recipes/pertensor.py",
+                 "ampref/recipes/catalog.py"), ("tests/recipes",)),
+    "engine": (("ampref/engine/functional/elementwise.py", "ampref/engine/functional/norms.py",
+                "ampref/engine/functional/reductions.py", "ampref/engine/tensor.py",
+                "ampref/engine/methods.py"), ("tests/engine",)),
+    "bridge": (("ampref/torch/pointwise.py", "ampref/torch/normops.py",
+                "ampref/torch/nnops.py"), ("tests/bridge",)),
+}
+
+SWAPS = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "==", "+": "-",
+         "-": "+", "*": "/", "/": "*", "True": "False", "False": "True", "and": "or",
+         "or": "and"}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    area: str
+    path: str
+    line: int
+    col: int
+    old: str
+    new: str
+
+    def describe(self) -> str:
+        return f"{self.path}:{self.line}: {self.old!r} -> {self.new!r}"
+
+
+@dataclass
+class Outcome:
+    mutant: Mutant
+    status: str  # caught | survived | timeout
+    seconds: float
+    source_line: str
+
+
+def sites(area: str, path: str) -> list[Mutant]:
+    """Every mutable token of ``path`` (relative to the worktree)."""
+    text = (ROOT / path).read_text()
+    out: list[Mutant] = []
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        (line, col), s = tok.start, tok.string
+        if tok.type == tokenize.OP and s in SWAPS or tok.type == tokenize.NAME and s in SWAPS:
+            out.append(Mutant(area, path, line, col, s, SWAPS[s]))
+        elif tok.type == tokenize.NUMBER and s.isdigit():
+            out.append(Mutant(area, path, line, col, s, str(int(s) + 1)))
+    return out
+
+
+def sample(per_area: int, seed: int, areas: list[str]) -> list[Mutant]:
+    rng = random.Random(seed)
+    chosen: list[Mutant] = []
+    for area in areas:
+        cands = [m for p in AREAS[area][0] for m in sites(area, p)]
+        chosen += rng.sample(cands, min(per_area, len(cands)))
+    return chosen
+
+
+def make_worktree(tests_at: str | None) -> Path:
+    tmp = Path(tempfile.mkdtemp(prefix="ampref-mutants-"))
+    tree = tmp / "tree"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), "HEAD"],
+                   check=True, capture_output=True)
+    if tests_at:  # the whole tests/ folder as it was then (files added since removed)
+        shutil.rmtree(tree / "tests")
+        subprocess.run(["git", "-C", str(tree), "checkout", tests_at, "--", "tests"],
+                       check=True, capture_output=True)
+        subprocess.run(["git", "-C", str(tree), "reset", "-q"], check=True)
+    # setuptools' package-dir mapping, for imports from PYTHONPATH
+    (tree / "ampref" / "backends").symlink_to(tree / "backends")
+    (tree / "ampref" / "policy" / "shipped").symlink_to(tree / "specs" / "policies")
+    return tree
+
+
+def drop_worktree(tree: Path) -> None:
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                   capture_output=True)
+    shutil.rmtree(tree.parent, ignore_errors=True)
+
+
+def run_tests(tree: Path, area: str, timeout: float, cache: str) -> tuple[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "NUMBA_CACHE_DIR": cache,
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    # an older suite kept the bridge's tests in tests/torch
+    paths = [p if (tree / p).exists() or p != "tests/bridge" else "tests/torch"
+             for p in AREAS[area][1]]
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *paths]
+    start = time.monotonic()
+    try:
+        done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - start
+    return ("survived" if done.returncode == 0 else "caught"), time.monotonic() - start
+
+
+def apply(tree: Path, m: Mutant) -> tuple[str, str]:
+    """Write the mutant into the worktree; returns (original text, mutated line)."""
+    f = tree / m.path
+    text = f.read_text()
+    lines = text.splitlines(keepends=True)
+    line = lines[m.line - 1]
+    assert line[m.col:m.col + len(m.old)] == m.old, (m, line)
+    lines[m.line - 1] = line[:m.col] + m.new + line[m.col + len(m.old):]
+    f.write_text("".join(lines))
+    return text, lines[m.line - 1].rstrip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--per-area", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--areas", default=",".join(AREAS),
+                    help=f"comma-separated subset of {', '.join(AREAS)}")
+    ap.add_argument("--tests-at", default=None, help="take tests/ from this commit")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant")
+    ap.add_argument("--report", type=Path, default=None, help="markdown report path")
+    args = ap.parse_args(argv)
+    areas = [a.strip() for a in args.areas.split(",") if a.strip()]
+    unknown = [a for a in areas if a not in AREAS]
+    if unknown or args.per_area < 1:
+        print(f"mutants: unknown area(s) {unknown} (choose from {', '.join(AREAS)}) or "
+              f"--per-area {args.per_area} < 1", file=sys.stderr)
+        return 2
+    mutants = sample(args.per_area, args.seed, areas)
+    tree = make_worktree(args.tests_at)
+    outcomes: list[Outcome] = []
+    baseline: dict[str, str] = {}
+    try:
+        shared_cache = tempfile.mkdtemp(prefix="ampref-mutants-numba-")
+        for area in areas:
+            status, secs = run_tests(tree, area, args.timeout, shared_cache)
+            baseline[area] = status
+            print(f"baseline {area}: {'passes' if status == 'survived' else status} "
+                  f"({secs:.0f} s)", flush=True)
+        for m in mutants:
+            if baseline[m.area] != "survived":
+                continue
+            original, line = apply(tree, m)
+            cache = tempfile.mkdtemp(prefix="ampref-mutants-numba-") if m.area == "kernels" \
+                else shared_cache
+            try:
+                status, secs = run_tests(tree, m.area, args.timeout, cache)
+            finally:
+                (tree / m.path).write_text(original)
+                if cache != shared_cache:
+                    shutil.rmtree(cache, ignore_errors=True)
+            outcomes.append(Outcome(m, status, secs, line.strip()))
+            print(f"{status:8s} {secs:6.0f} s  {m.describe()}", flush=True)
+    finally:
+        drop_worktree(tree)
+    text = report(outcomes, baseline, args)
+    print(text)
+    if args.report:
+        args.report.write_text(text)
+        args.report.with_suffix(".json").write_text(json.dumps(
+            [{**asdict(o.mutant), "status": o.status, "seconds": round(o.seconds, 1)}
+             for o in outcomes], indent=1))
+    return 0
+
+
+def report(outcomes: list[Outcome], baseline: dict[str, str], args: argparse.Namespace) -> str:
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    rows = ["| area | mutants | caught | survived | timeout | score |", "|---|---|---|---|---|---|"]
+    for area, status in baseline.items():
+        mine = [o for o in outcomes if o.mutant.area == area]
+        if status != "survived":
+            rows.append(f"| {area} | - | - | - | - | tests fail unmutated ({status}) |")
+            continue
+        n = {s: sum(o.status == s for o in mine) for s in ("caught", "survived", "timeout")}
+        judged = n["caught"] + n["survived"]
+        score = f"{n['caught']}/{judged}" if judged else "-"
+        rows.append(f"| {area} | {len(mine)} | {n['caught']} | {n['survived']} | "
+                    f"{n['timeout']} | {score} |")
+    survivors = [f"- `{o.mutant.describe()}`: `{o.source_line}`" for o in outcomes
+                 if o.status == "survived"]
+    return "\n".join([
+        f"# Mutation report: sources at {head}, tests at {args.tests_at or head}",
+        "", f"seed {args.seed}, {args.per_area} mutants per area, machine "
+        f"{os.uname().nodename}, {time.strftime('%Y-%m-%d %H:%M')}", "", *rows, "",
+        "## Survivors", "", *(survivors or ["none"]), ""])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
