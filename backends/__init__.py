@@ -16,7 +16,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Backend", "DeviceScaling", "available", "backend_of", "get", "names", "register"]
+__all__ = ["Backend", "DeviceScaling", "available", "backend_of", "get", "names", "register",
+           "resolve"]
 
 _MODULES = {"numpy": "ampref.backends.numpy_backend", "cupy": "ampref.backends.cupy_backend"}
 _REGISTERED: dict[str, Any] = {}
@@ -106,6 +107,22 @@ def get(name: str) -> Backend:
     except ImportError as e:
         raise ValueError(f"backend {name!r} is not available here: {e}") from e
     return module.BACKEND  # type: ignore[no-any-return]
+
+
+def resolve(backend: Any) -> Backend:
+    """A backend from its name (:func:`get`) or a backend object itself (anything with
+    the backend's ``name`` and ``xp``), as the ``backend=`` arguments take it.
+
+    Raises:
+        TypeError: neither a name nor a backend (the value and the names listed).
+        ValueError: an unknown name.
+    """
+    if isinstance(backend, str):
+        return get(backend)
+    if isinstance(getattr(backend, "name", None), str) and hasattr(backend, "xp"):
+        return backend  # type: ignore[no-any-return]
+    raise TypeError(f"backend must be a backend name ({', '.join(names())}) or a backend "
+                    f"object, got {type(backend).__name__}: {backend!r}")
 
 
 def available(name: str) -> bool:

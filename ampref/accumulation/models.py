@@ -27,6 +27,7 @@ import numpy.typing as npt
 from . import mfma, tensorcore
 from .library import library_dot, library_gemm
 from .registry import DEFAULT, Resolved, model_names, resolve
+from ampref.common.checks import check_count, real_array
 from ampref.formats.cast import quantize
 from ampref.formats.exactsum import add_rounded, round_odd_exact
 from ampref.formats.table import Format, get_format
@@ -128,7 +129,8 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
     b64 = tensorcore.check_inputs(b, fb, "b", quantize_inputs, rnd)
     a64, b64 = np.broadcast_arrays(a64, b64)
     lead = a64.shape[:-1]
-    c64 = np.zeros(lead) if c is None else np.broadcast_to(np.asarray(c, np.float64), lead)
+    c64 = np.zeros(lead) if c is None else np.broadcast_to(
+        real_array("c", c).astype(np.float64), lead)
     if kind == "mfma":
         assert gpu is not None  # parse_model returns a GPU for mfma models
         return mfma.mfma_dot(a64, b64, c64, gpu=gpu, a_format=fin, b_format=fb,
@@ -168,6 +170,7 @@ def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *
     A, B = np.asarray(a), np.asarray(b)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"matmul needs (M, K) @ (K, N), got {A.shape} @ {B.shape}")
+    threads = check_count("threads", threads)
     r = resolve(accumulation)
     kind, gpu = r.kernel, r.gpu
     _check_rules(kind, rules, accumulation)
@@ -178,7 +181,8 @@ def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *
     A = tensorcore.check_inputs(A, fin, "a", quantize_inputs, rnd)
     B = tensorcore.check_inputs(B, fb, "b", quantize_inputs, rnd)
     M, N = A.shape[0], B.shape[1]
-    C = np.zeros((M, N)) if c is None else np.broadcast_to(np.asarray(c, np.float64), (M, N))
+    C = np.zeros((M, N)) if c is None else np.broadcast_to(
+        real_array("c", c).astype(np.float64), (M, N))
     BT = np.ascontiguousarray(B.T)
     if kind == "tensorcore":
         assert gpu is not None  # parse_model returns a GPU for tensorcore models
@@ -238,7 +242,7 @@ def error_bound(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = No
     K = A.shape[-1]
     kind, gpu = parse_model(accumulation)
     fin, fout = get_format(input_format), get_format(output_format)
-    C = np.zeros(A.shape[:-1]) if c is None else np.asarray(c, np.float64)
+    C = np.zeros(A.shape[:-1]) if c is None else real_array("c", c).astype(np.float64)
     eta = fout.smallest_subnormal / 2
     with np.errstate(over="ignore", invalid="ignore"):
         mag = (np.abs(A) * np.abs(B)).sum(axis=-1) + np.abs(C)

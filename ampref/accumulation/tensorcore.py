@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ampref import kernels
-from ampref.common.checks import check_count, check_flag
+from ampref.common.checks import check_count, check_flag, real_array
 from ampref.kernels.arrays import frozen
 from ampref.formats.cast import quantize, value_table
 from ampref.formats.rounding import get_rounding
@@ -193,7 +193,8 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
         a64, b64 = np.broadcast_arrays(a64, b64)
     k = a64.shape[-1] if a64.ndim else 0
     lead = a64.shape[:-1]
-    d = np.zeros(lead) if c is None else np.broadcast_to(np.asarray(c, np.float64), lead).copy()
+    d = np.zeros(lead) if c is None else np.broadcast_to(
+        real_array("c", c).astype(np.float64), lead).copy()
     d = quantize(d, fout) if fout.name != "float32" else quantize(d, "float32")
     if path.fma_chain:  # DMMA: k ascending, one rounding per FMA
         for i in range(k):
@@ -271,7 +272,8 @@ def gemm(A: npt.NDArray[Any], BT: npt.NDArray[Any], C: npt.NDArray[Any],
     A, BT, C = _gemm_operands(A, BT, C)
     M, K = A.shape
     N = BT.shape[0]
-    D0 = quantize(np.asarray(C, np.float64), fout if fout.name != "float32" else "float32")
+    D0 = quantize(real_array("C", C).astype(np.float64),
+                  fout if fout.name != "float32" else "float32")
     if K == 0:  # no products: the addend, as dot gives it
         return dot(np.zeros((M, N, 0)), np.zeros((M, N, 0)), D0, gpu=gpu, input_format=fin,
                    output_format=fout, b_format=fb, rules=rl)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_count", "check_flag"]
+__all__ = ["check_count", "check_flag", "check_int", "check_real", "real_array"]
 
 
 def check_flag(name: str, v: Any) -> bool:
@@ -34,3 +34,51 @@ def check_count(name: str, v: Any, lo: int = 1) -> int:
     if v < lo:
         raise ValueError(f"{name} must be an int >= {lo}, got {v}")
     return int(v)
+
+
+def check_int(name: str, v: Any) -> int:
+    """``v`` as an int of any sign (dims, offsets): a float, string or bool is refused.
+
+    Raises:
+        TypeError: not an int (its type and value named).
+    """
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__}: {v!r}")
+    return int(v)
+
+
+def check_real(name: str, v: Any, *, finite: bool = True, lo: float | None = None) -> float:
+    """``v`` as a float: an int or float (not a bool, string or complex); with ``finite``
+    NaN and ±inf are refused, with ``lo`` values below it.
+
+    Raises:
+        TypeError: not a real number (its type and value named).
+        ValueError: NaN/inf where a finite value is needed, or below ``lo``.
+    """
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
+                                                              np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(v).__name__}: {v!r}")
+    f = float(v)
+    if finite and not np.isfinite(f):
+        raise ValueError(f"{name} must be finite, got {f}")
+    if lo is not None and f < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {f}")
+    return f
+
+
+def real_array(name: str, x: Any) -> Any:
+    """``x`` as a NumPy array of real numbers (bool, int, float or an ml_dtypes float):
+    complex values (whose imaginary part a cast would drop), objects, strings and None are
+    refused before any arithmetic sees them.
+
+    Raises:
+        TypeError: ``x`` is None or its dtype is not real (the dtype named).
+    """
+    if x is None:
+        raise TypeError(f"{name} must be an array of real numbers, got None")
+    arr = np.asarray(x)
+    ml_float = arr.dtype.kind == "V" and "float" in arr.dtype.name
+    if arr.dtype.kind not in "biuf" and not ml_float:
+        raise TypeError(f"{name} must hold real numbers (bool, int or float), got dtype "
+                        f"{arr.dtype}")
+    return arr

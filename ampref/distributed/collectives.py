@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ampref.accumulation.certified import sum_f32
-from ampref.common.checks import check_count
+from ampref.common.checks import check_count, real_array
 
 __all__ = ["ORDERS", "REDUCE_DTYPES", "all_reduce", "ring_chunks", "to_reduce_dtype"]
 
@@ -59,7 +59,7 @@ def to_reduce_dtype(x: npt.ArrayLike, dtype: str) -> npt.NDArray[Any]:
         raise ValueError(f"unknown reduce dtype {dtype!r}; choose one of "
                          f"{', '.join(REDUCE_DTYPES)}")
     with np.errstate(over="ignore"):
-        return np.asarray(x, dtype=np.float32).astype(_DTYPES[dtype])
+        return real_array("x", x).astype(np.float32).astype(_DTYPES[dtype])
 
 
 def _add(a: npt.NDArray[Any], b: npt.NDArray[Any], dtype: str) -> npt.NDArray[Any]:
@@ -83,6 +83,7 @@ def ring_chunks(n: int, ranks: int, itemsize: int, max_segment_bytes: int = _NO_
     """
     n, ranks = check_count("n", n, lo=0), check_count("ranks", ranks)
     itemsize = check_count("itemsize", itemsize)
+    max_segment_bytes = check_count("max_segment_bytes", max_segment_bytes)
     total = n * itemsize
     cap = itemsize * (max_segment_bytes // itemsize)
     seg = -(-min(-(-total // (2 * ranks)), cap) // itemsize) * itemsize
@@ -138,7 +139,7 @@ def all_reduce(stack: npt.ArrayLike, *, order: str = "ring", dtype: str = "float
             or a stack that is not two-dimensional.
     """
     _check(order, dtype)
-    arr = np.asarray(stack)
+    arr = real_array("stack", stack)
     if arr.ndim != 2 or arr.shape[0] < 1:
         raise ValueError(f"all_reduce takes a (ranks, n) stack with ranks >= 1, got shape "
                          f"{arr.shape}")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ampref.common.checks import check_count
+
 from .collectives import ORDERS
 
 __all__ = ["DEFAULT_DP", "DP_PROFILES", "DataParallel", "fsdp_predivide", "get_dp"]
@@ -68,6 +70,7 @@ def fsdp_predivide(ranks: int) -> int:
     ``f = 1; while N % f == 0 and N / f > f: f *= 2``; the post-divide is ``N / f``
     (N = 2: 2 and 1; N = 4: 2 and 2; N = 8: 4 and 2)."""
     # torch's loop, kept as written: for N = 3 it stops at 2, so the post-divide is 1.5
+    ranks = check_count("ranks", ranks)
     f = 1
     while ranks % f == 0 and ranks / f > f:
         f *= 2

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ampref.accumulation.certified import sum_f32
-from ampref.common.checks import check_count
+from ampref.common.checks import check_count, check_flag
 
 from .collectives import REDUCE_DTYPES, all_reduce, to_reduce_dtype
 from .semantics import DataParallel, fsdp_predivide
@@ -72,6 +72,7 @@ def buckets(sizes: Sequence[int], caps: Sequence[int], *, rebuilt: bool = True,
         check_count("bucket cap", c)
     for v in sizes:
         check_count("parameter size", v, lo=0)
+    rebuilt, itemsize = check_flag("rebuilt", rebuilt), check_count("itemsize", itemsize)
     order = list(reversed(range(len(sizes)))) if rebuilt else list(range(len(sizes)))
     out: list[list[int]] = [[]]
     used = 0
@@ -91,6 +92,9 @@ def divide_factors(dp: DataParallel, ranks: int, dtype: str) -> tuple[float, flo
         TypeError / ValueError: ``ranks`` not an int >= 1.
     """
     check_count("ranks", ranks)
+    if dtype not in REDUCE_DTYPES:
+        raise ValueError(f"unknown reduce dtype {dtype!r}; choose one of "
+                         f"{', '.join(REDUCE_DTYPES)}")
     if dp.divide == "pre":
         return float(ranks), 1.0
     if dp.divide == "post":

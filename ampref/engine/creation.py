@@ -76,8 +76,11 @@ def tensor(data: Any, format: str | Format | None = None, requires_grad: bool = 
     """
     if format is not None and dtype is not None:
         raise ValueError(f"give format or dtype, not both (got {format!r} and {dtype!r})")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"tensor: name must be a str or None, got {type(name).__name__}: "
+                        f"{name!r}")
     want = format if format is not None else dtype
-    be = backends.get(backend) if isinstance(backend, str) else backend
+    be = backends.resolve(backend)
     arr = _numeric_array(be, data)
     integer = want is None and arr.dtype.kind in "iub"
     if integer or (isinstance(want, str) and want.lower() in INTEGER_DTYPES):
@@ -184,7 +187,7 @@ def randint(low: int, high: int | None = None, size: Sequence[int] = (), *,
                          f"high={high}")
     shape = _shape((size,), "randint")
     values = _gen(generator).integers(int(high) - int(low), shape) + int(low)
-    be = backends.get(backend) if isinstance(backend, str) else backend
+    be = backends.resolve(backend)
     return IndexTensor(be.asarray(values), be)
 
 
@@ -208,14 +211,22 @@ def ones(*size: Any, dtype: str | Format | None = None, requires_grad: bool = Fa
 
 def zeros_like(input: Tensor, *, dtype: str | Format | None = None,
                requires_grad: bool = False) -> Any:
-    return zeros(input.shape, dtype=dtype or input.format, requires_grad=requires_grad,
-                 backend=input.backend)
+    x = _like_source(input, "zeros_like")
+    return zeros(x.shape, dtype=dtype or x.format, requires_grad=requires_grad,
+                 backend=x.backend)
 
 
 def ones_like(input: Tensor, *, dtype: str | Format | None = None,
               requires_grad: bool = False) -> Any:
-    return ones(input.shape, dtype=dtype or input.format, requires_grad=requires_grad,
-                backend=input.backend)
+    x = _like_source(input, "ones_like")
+    return ones(x.shape, dtype=dtype or x.format, requires_grad=requires_grad,
+                backend=x.backend)
+
+
+def _like_source(input: Any, op: str) -> Tensor:
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op} expects an ampref.Tensor, got {type(input).__name__}")
+    return input
 
 
 def arange(start: float, end: float | None = None, step: float = 1, *,
@@ -224,6 +235,8 @@ def arange(start: float, end: float | None = None, step: float = 1, *,
     every argument is an int and no dtype is given, as in torch; else float values rounded
     once to ``dtype`` (float32)."""
     for name, v in (("start", start), ("end", end), ("step", step)):
+        if v is None and name != "end":
+            raise TypeError(f"arange: {name} must be a real number, got None")
         if v is not None and (isinstance(v, (bool, np.bool_)) or not isinstance(
                 v, (int, float, np.integer, np.floating))):
             raise TypeError(f"arange: {name} must be a real number, got "

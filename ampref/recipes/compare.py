@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ampref.common.checks import check_count
+
 from .catalog import PROFILES, get_profile, get_recipe
 from .identify import candidates, reference
 from .quantize import quantize
@@ -209,6 +211,7 @@ def compare(x: npt.ArrayLike, recipe: str,
             returns another shape.
     """
     # why long: the two kinds of side (profile, user implementation) and their pairs
+    first = check_count("first", first, lo=0)
     rec = get_recipe(recipe)
     results: dict[str, Quantized] = {}
     users: dict[str, npt.NDArray[np.float32]] = {}

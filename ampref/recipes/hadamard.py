@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ampref.accumulation.models import matmul
+from ampref.common.checks import real_array
 
 __all__ = ["SIGNS", "hadamard_matrix", "rht"]
 
@@ -35,8 +36,12 @@ def rht(x2: npt.NDArray[np.float32], accumulation: str = "sequential") -> npt.ND
     """x2 (M, N) with N a multiple of 16 -> float32 (M, N): each 16-run times T.
 
     Raises:
-        ValueError: N is not a multiple of 16 (TE refuses such operands too).
+        TypeError: not an array of real numbers.
+        ValueError: not 2-D, or N is not a multiple of 16 (TE refuses such operands too).
     """
+    x2 = real_array("x2", x2).astype(np.float32)
+    if x2.ndim != 2:
+        raise ValueError(f"rht needs a 2-D (M, N) array, got shape {x2.shape}")
     M, N = x2.shape
     if N % 16:
         raise ValueError(f"the Hadamard transform needs the last axis to be a multiple of 16, "

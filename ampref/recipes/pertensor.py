@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ampref.common.checks import check_flag, check_real, real_array
 from ampref.formats.cast import encode
 from ampref.formats.table import Format, get_format
 
@@ -24,7 +25,7 @@ FLT_MAX = float(np.finfo(np.float32).max)
 
 def amax(x: npt.ArrayLike) -> np.float32:
     """max |x| ignoring NaN, inf propagating (CUDA fmaxf semantics; FP8-AMX-001)."""
-    a = np.abs(np.asarray(x, dtype=np.float32)).reshape(-1)
+    a = np.abs(real_array("x", x).astype(np.float32)).reshape(-1)
     return np.float32(np.fmax.reduce(a, initial=0.0))
 
 
@@ -132,7 +133,19 @@ def current_scale(amax_value: float, fp8_format: str = "e4m3", *, epsilon: float
     scale = float32(fp8_max / amax); an infinite scale -> ``value_for_inf`` (FLT_MAX per
     tensor, the input dtype's max for block scaling, ``None`` keeps inf as TE/JAX does);
     ``pow2`` clears the fraction bits (rounds down to a power of two).
+
+    Raises:
+        TypeError: a non-number amax, epsilon or value_for_inf, a non-bool pow2.
+        ValueError: a negative or non-finite epsilon; an unknown inf_amax or format.
     """
+    amax_value = check_real("amax_value", amax_value, finite=False)  # inf/NaN: defined
+    epsilon = check_real("epsilon", epsilon, lo=0.0)
+    pow2 = check_flag("pow2", pow2)
+    if value_for_inf is not None:
+        value_for_inf = check_real("value_for_inf", value_for_inf, finite=False)
+    if inf_amax not in ("cuda", "te-python-reference"):
+        raise ValueError(f"inf_amax must be 'cuda' or 'te-python-reference', got "
+                         f"{inf_amax!r}")
     a = np.float32(amax_value)
     if a < np.float32(epsilon):
         a = np.float32(epsilon)
@@ -164,7 +177,7 @@ def quantize_per_tensor(x: npt.ArrayLike, scale: float, fp8_format: str = "e4m3"
         s32 = np.float32(scale)
     if not (np.isfinite(s32) and s32 > 0):
         raise ValueError(f"scale must be a positive finite float32 value, got {scale!r}")
-    xs = np.asarray(x, np.float32) * s32
+    xs = real_array("x", x).astype(np.float32) * s32
     codes = encode(xs, fp8_format, saturate=True)
     with np.errstate(divide="ignore"):
         inv = np.float32(np.float64(1.0) / np.float64(np.float32(scale)))

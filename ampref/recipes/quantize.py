@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from ampref.formats.cast import decode
 from ampref.common.checks import check_flag
+from ampref.kernels.srhash import check_seed
 from .catalog import PROFILES, RECIPES, Profile, Recipe, get_profile, get_recipe
 from .elements import encode_elements, sr_words, stochastic_e2m1
 from .hadamard import rht
@@ -79,6 +80,8 @@ def quantize(x: npt.ArrayLike, recipe: str | Recipe, *, profile: str | Profile =
     # why long: argument validation for every recipe option (one named error each) before the
     # dispatch to the recipe
     rec, prof = get_recipe(recipe), get_profile(profile)
+    if seed is not None:
+        check_seed(seed)  # a bad seed is refused whatever the rounding
     x32 = as_float32(x, f"recipe {rec.name!r}")
     t = _check(rec, prof, tile, rounding, options, x32.ndim)
     src_max = _SOURCE_MAX.get(np.asarray(x).dtype.name, FLT_MAX)

@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-
+from ampref.common.checks import check_flag
 
 __all__ = [
     "LossScaleWarning",
@@ -267,7 +267,9 @@ def _growth_due(cfg: ScalerConfig, st: ScalerState, tracker: int, step: int) -> 
 
 def transition(cfg: ScalerConfig, st: ScalerState,
                found_inf: bool) -> tuple[ScalerState, ScaleEvent]:
-    """The pure update rule (module docstring). Raises :class:`ScaleFloorError`."""
+    """The pure update rule (module docstring). Raises :class:`ScaleFloorError`, and
+    TypeError for a ``found_inf`` that is not a bool."""
+    found_inf = check_flag("found_inf", found_inf)
     step = st.step + 1
     if found_inf:
         hyst = st.hysteresis_tracker - 1

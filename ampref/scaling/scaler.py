@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ampref.common.checks import check_flag
+from ampref.common.checks import check_count, check_flag, check_real
 
 from .audit import AuditLog
 from .machine import (LossScaleWarning, ScaleEvent, ScaleFloorError, ScalerConfig, ScalerState,
@@ -46,6 +46,11 @@ class LossScaler:
                             f"{type(config).__name__}: {config!r}{hint}")
         if config is not None and params:
             raise TypeError("pass either a ScalerConfig or keyword parameters, not both")
+        if not isinstance(profile, str):
+            raise TypeError(f"LossScaler profile is a label (str), got "
+                            f"{type(profile).__name__}: {profile!r}")
+        warn_overflow_run = check_count("warn_overflow_run", warn_overflow_run)
+        warn_scale_below = check_real("warn_scale_below", warn_scale_below, lo=0.0)
         self.config = config if config is not None else ScalerConfig(**params)
         self.profile = profile
         self.state = initial_state(self.config)

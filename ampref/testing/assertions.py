@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ampref.common.checks import check_count, real_array
 from ampref.formats.table import Format
 from ampref.formats.ordinal import ordinal
 
@@ -45,6 +46,9 @@ def assert_bitwise_equal(actual: npt.ArrayLike, desired: npt.ArrayLike, *,
     """
     if nan not in ("bitwise", "any"):
         raise ValueError(f"nan must be 'bitwise' or 'any', got {nan!r}")
+    max_report, msg = _report_args(max_report, msg)
+    if block is not None:
+        block = check_count("block", block)
     a, d = np.asarray(actual), np.asarray(desired)
     for name, arr in (("actual", a), ("desired", d)):
         if arr.dtype.kind not in "fiub" or arr.dtype.itemsize not in _UINT:
@@ -68,6 +72,12 @@ def assert_bitwise_equal(actual: npt.ArrayLike, desired: npt.ArrayLike, *,
     rows = [_report_row(int(i), a, d, x, block) for i in idx[:max_report]]
     raise AssertionError(f"{head}{idx.size} of {ab.size} elements differ bitwise:\n"
                          + "\n".join(rows))
+
+
+def _report_args(max_report: Any, msg: Any) -> tuple[int, str]:
+    if not isinstance(msg, str):
+        raise TypeError(f"msg must be a str, got {type(msg).__name__}: {msg!r}")
+    return check_count("max_report", max_report, lo=0), msg
 
 
 def _exact(v: Any) -> str:
@@ -94,8 +104,16 @@ def assert_within_ulps(actual: npt.ArrayLike, desired: npt.ArrayLike, ulps: int,
 
     Distances are counted on ``fmt``'s grid (or the arrays' own float type). NaN must
     meet NaN; inf counts as the step after max.
+
+    Raises:
+        AssertionError: shapes differ, or elements further apart than ``ulps``.
+        TypeError: an argument of the wrong type (arrays of non-real numbers included).
+        ValueError: a negative ``ulps``.
     """
-    a, d = np.asarray(actual), np.asarray(desired)
+    ulps = check_count("ulps", ulps, lo=0)
+    max_report, msg = _report_args(max_report, msg)
+    a = real_array("actual", actual)
+    d = real_array("desired", desired)
     if a.shape != d.shape:
         raise AssertionError(f"{msg}shapes differ: {a.shape} vs {d.shape}")
     an, dn = np.isnan(a), np.isnan(d)

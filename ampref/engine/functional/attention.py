@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ampref.common.checks import check_flag
+from ampref.common.checks import check_flag, check_real
 from ..indices import IndexTensor
 from ..tensor import Tensor
 from .core import autocast_inputs, check_tensor, nested_ops
@@ -48,6 +48,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             raise TypeError(f"scaled_dot_product_attention: attn_mask must be boolean (True = "
                             f"attend), got dtype {mask.dtype}; float masks are not supported")
     is_causal = check_flag("is_causal", is_causal)
+    if scale is not None:
+        scale = check_real("scaled_dot_product_attention scale", scale)
     (q, k, v), _, listed = autocast_inputs("scaled_dot_product_attention", [q, k, v])
     with nested_ops(listed):
         sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale

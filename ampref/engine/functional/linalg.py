@@ -61,6 +61,8 @@ def _weighted_inputs(op: str, x: Tensor, weight: Tensor,
                      bias: Tensor | None) -> tuple[Any, ...]:
     """Check, autocast and promote the (input, weight, optional bias) of linear/conv2d."""
     x, weight = check_tensor(x, op), check_tensor(weight, op)
+    if bias is not None:
+        bias = check_tensor(bias, op)
     be = backend_of(x, weight, bias)
     (x, weight, bias), _, _ = autocast_args(op, x, weight, bias)
     ins = [t for t in (x, weight, bias) if t is not None]

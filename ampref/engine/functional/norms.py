@@ -106,6 +106,9 @@ def _norm_axes(op: str, x: Tensor, normalized_shape: Any,
         raise ValueError(f"{op}: normalized_shape {tuple(shape)} must be the trailing dims of the "
                          f"input's shape {x.shape}")
     for t in params:
+        if t is not None and not isinstance(t, Tensor):
+            raise TypeError(f"{op}: weight and bias must be ampref Tensors or None, got "
+                            f"{type(t).__name__}")
         if t is not None and t.shape != tuple(shape):
             raise ValueError(f"{op}: weight/bias shape {t.shape} does not match normalized_shape "
                              f"{tuple(shape)}")

@@ -18,7 +18,15 @@ __all__ = ["Module", "Parameter"]
 
 
 def Parameter(values: Any, fmt: str | Format = "float32", backend: str = "numpy") -> Tensor:
-    """A leaf tensor that requires grad."""
+    """A leaf tensor that requires grad.
+
+    Raises:
+        TypeError: ``fmt`` is not a format name or Format (None included: a parameter
+            always has a floating-point format).
+    """
+    if not isinstance(fmt, (str, Format)):
+        raise TypeError(f"Parameter format must be a format name or Format, got "
+                        f"{type(fmt).__name__}: {fmt!r}")
     return tensor(values, fmt, requires_grad=True, backend=backend)
 
 

@@ -21,7 +21,8 @@ import numpy as np
 
 from .. import functional as F
 from ..functional.quantized import QuantState, quantized_linear
-from ampref.common.checks import check_flag
+from ampref.accumulation.registry import resolve as resolve_accumulation
+from ampref.common.checks import check_flag, check_real
 from ampref.kernels.srhash import check_seed
 from ..rng import Generator
 from ..creation import default_generator
@@ -70,6 +71,13 @@ def _shape(name: str, v: Any) -> tuple[int, ...]:
     return tuple(_size(name, d) for d in shape)
 
 
+def _accumulation(name: Any) -> str:
+    """``name`` once the accumulation registry has parsed it (TypeError/ValueError
+    naming the choices otherwise), so a layer refuses a bad model when built."""
+    resolve_accumulation(name)
+    return str(name)
+
+
 class Linear(Module):
     """y = x W^T + b, W of shape (out, in), init U(-1/sqrt(in), 1/sqrt(in)) like torch."""
 
@@ -83,7 +91,7 @@ class Linear(Module):
         self.weight = Parameter(g.uniform((out_features, in_features), -k, k), backend=backend)
         self.bias = Parameter(g.uniform((out_features,), -k, k), backend=backend) \
             if check_flag("bias", bias) else None
-        self.accumulation = accumulation
+        self.accumulation = _accumulation(accumulation)
         #: a training recipe for the three GEMMs (``ampref.recipes.roles.GEMM_RECIPES``),
         #: its profile, the per-layer quantizer state and the stochastic-rounding seed of
         #: the current call; None runs the plain linear (TRN-QNT-001)
@@ -127,7 +135,8 @@ class Conv2d(Module):
                                 backend=backend)
         self.bias = Parameter(g.uniform((out_channels,), -k, k), backend=backend) \
             if check_flag("bias", bias) else None
-        self.stride, self.padding, self.accumulation = stride, padding, accumulation
+        self.stride, self.padding = stride, padding
+        self.accumulation = _accumulation(accumulation)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.conv2d(x, self.weight, self.bias, stride=self.stride, padding=self.padding,
@@ -166,8 +175,8 @@ class RMSNorm(Module):
         super().__init__()
         self.normalized_shape = _shape("normalized_shape", normalized_shape)
         self.weight = Parameter(np.ones(self.normalized_shape, np.float32), backend=backend) \
-            if elementwise_affine else None
-        self.eps = eps
+            if check_flag("elementwise_affine", elementwise_affine) else None
+        self.eps = None if eps is None else check_real("RMSNorm eps", eps, lo=0.0)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
@@ -180,6 +189,7 @@ class Embedding(Module):
                  seed: Seed | None = None, backend: str = "numpy") -> None:
         super().__init__()
         shape = (_size("num_embeddings", num_embeddings), _size("embedding_dim", embedding_dim))
+        std = check_real("Embedding std", std, lo=0.0)
         self.weight = Parameter(_gen(seed).normal(shape, std), backend=backend)
 
     def forward(self, ids: Any) -> Tensor:
@@ -271,6 +281,7 @@ class MultiheadAttention(Module):
         if dim % heads:
             raise ValueError(f"embed_dim {dim} is not divisible by num_heads {heads}")
         g = _gen(seed)
+        accumulation = _accumulation(accumulation)
         self.qkv = Linear(dim, 3 * dim, seed=g, accumulation=accumulation, backend=backend)
         self.proj = Linear(dim, dim, seed=g, accumulation=accumulation, backend=backend)
         self.heads, self.accumulation = heads, accumulation

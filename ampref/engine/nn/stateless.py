@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ampref.common.checks import check_int
+
 from .. import functional as F
 from ..tensor import Tensor
 from .base import Module
@@ -35,7 +37,7 @@ class Sigmoid(Module):
 class Softmax(Module):
     def __init__(self, dim: int) -> None:
         super().__init__()
-        self.dim = dim
+        self.dim = check_int("Softmax dim", dim)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.softmax(x, self.dim)
@@ -46,7 +48,8 @@ class Flatten(Module):
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
         super().__init__()
-        self.start_dim, self.end_dim = start_dim, end_dim
+        self.start_dim = check_int("Flatten start_dim", start_dim)
+        self.end_dim = check_int("Flatten end_dim", end_dim)
 
     def forward(self, x: Tensor) -> Tensor:
         return x.flatten(self.start_dim, self.end_dim)
