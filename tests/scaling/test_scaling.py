@@ -38,6 +38,8 @@ def run(profile: str, flags: str, **kw: object) -> list[tuple[float, str]]:
 # Hand-checked tables, transcribed from each framework's source (see specs/scaling.md)
 @pytest.mark.clause("SCL-PRF-001", "SCL-GRW-001")
 def test_torch_trace_from_its_documentation() -> None:
+    """Inputs: torch profile from 4, interval 2, flags ``..x...``. Expected: scales 4, 8,
+    4, 4, 8, 8 (GradScaler("cpu") trace in frameworks-amp-semantics.md). Pass: equal."""
     # GradScaler("cpu"), init 4, interval 2: ok->4, ok->8, inf->4, ok->4, ok->8, ok->8
     assert [s for s, _ in run("torch", "..x...", init_scale=4.0, growth_interval=2)] == \
         [4, 8, 4, 4, 8, 8]
@@ -45,6 +47,9 @@ def test_torch_trace_from_its_documentation() -> None:
 
 @pytest.mark.clause("SCL-PRF-002", "SCL-GRW-002", "SCL-FLR-002")
 def test_tf_keras_grows_at_counter_plus_one_at_least_interval_and_floors_at_one() -> None:
+    """Inputs: tf-keras from 4, interval 2, flags ``..x..xxxx``; then a tracker of 5 and
+    one clean step. Expected: 4, 8, 4, 4, 8, 4, 2, 1, 1 (floor 1), and growth to 8 from the
+    over-threshold tracker (>=). Pass: both."""
     assert [s for s, _ in run("tf-keras", "..x..xxxx", init_scale=4.0, growth_interval=2)] == \
         [4, 8, 4, 4, 8, 4, 2, 1, 1]
     # an over-threshold counter still grows (>=), unlike torch's ==
@@ -56,6 +61,8 @@ def test_tf_keras_grows_at_counter_plus_one_at_least_interval_and_floors_at_one(
 
 @pytest.mark.clause("SCL-PRF-003", "SCL-FLR-001")
 def test_keras3_trace_from_its_documentation_and_no_floor() -> None:
+    """Inputs: keras3 from 8, interval 2, flags ``..x..xxx``; from 1, three overflows.
+    Expected: 8, 16, 8, 8, 16, 8, 4, 2, and 0.125 (no floor). Pass: both."""
     assert [s for s, _ in run("keras3", "..x..xxx", init_scale=8.0, growth_interval=2)] == \
         [8, 16, 8, 8, 16, 8, 4, 2]
     assert run("keras3", "xxx", init_scale=1.0)[-1][0] == 0.125
@@ -63,6 +70,8 @@ def test_keras3_trace_from_its_documentation_and_no_floor() -> None:
 
 @pytest.mark.clause("SCL-PRF-004", "SCL-FLR-002")
 def test_jmp_trace_from_its_documentation() -> None:
+    """Inputs: jmp from 8, interval 2, ``..x...xx``; from 2 with min_scale 0.25, four
+    overflows. Expected: 8, 16, 8, 8, 16, 16, 8, 4; and (0.25, "clamp") last. Pass: both."""
     assert [s for s, _ in run("jmp", "..x...xx", init_scale=8.0, growth_interval=2)] == \
         [8, 16, 8, 8, 16, 16, 8, 4]
     assert run("jmp", "xxxx", init_scale=2.0, min_scale=0.25)[-1] == (0.25, "clamp")
@@ -70,6 +79,9 @@ def test_jmp_trace_from_its_documentation() -> None:
 
 @pytest.mark.clause("SCL-PRF-005", "SCL-GRW-004")
 def test_apex_caps_growth_at_max_scale_and_has_no_floor_by_default() -> None:
+    """Inputs: apex from 2^23, interval 1, four clean steps; from 1, three overflows; from
+    1 with min 0.5, two overflows. Expected: 2^24 four times (cap), 0.125 (no floor), (0.5,
+    "clamp"). Pass: all three."""
     out = run("apex", "....", init_scale=2.0**23, growth_interval=1)
     assert [s for s, _ in out] == [2.0**24] * 4
     assert run("apex", "x" * 3, init_scale=1.0)[-1][0] == 0.125
@@ -78,6 +90,9 @@ def test_apex_caps_growth_at_max_scale_and_has_no_floor_by_default() -> None:
 
 @pytest.mark.clause("SCL-PRF-006", "SCL-HYS-001", "SCL-HYS-002", "SCL-GRW-003", "SCL-FLR-003")
 def test_deepspeed_default_hysteresis_refills_only_at_growth() -> None:
+    """Inputs: deepspeed from 16, window 3, min 0.25, flags ``xxx.x....x``. Expected: 16,
+    8, 4, 4, 2, 2, 2, 2, 4, 4 (the reference's trace), first and last steps skipped. Pass:
+    equal."""
     # window 3, hysteresis 2, from 16:
     # OF 16 h1, OF 8, OF 4, ok 4, OF 2, ok, ok, ok, ok->4 h2, OF 4 h1
     out = run("deepspeed", "xxx.x....x", init_scale=16.0, growth_interval=3, min_scale=0.25)
@@ -87,6 +102,8 @@ def test_deepspeed_default_hysteresis_refills_only_at_growth() -> None:
 
 @pytest.mark.clause("SCL-PRF-007", "SCL-HYS-002")
 def test_deepspeed_consecutive_hysteresis_refills_on_any_clean_step() -> None:
+    """Inputs: deepspeed-consecutive from 16, window 3, min 0.25, flags ``xxx.x.x``.
+    Expected: 16, 8, 4, 4, 4, 4, 4 (every clean step refills). Pass: equal."""
     out = run("deepspeed-consecutive", "xxx.x.x", init_scale=16.0, growth_interval=3,
               min_scale=0.25)
     assert [s for s, _ in out] == [16, 8, 4, 4, 4, 4, 4]
@@ -94,6 +111,9 @@ def test_deepspeed_consecutive_hysteresis_refills_on_any_clean_step() -> None:
 
 @pytest.mark.clause("SCL-FLR-003")
 def test_deepspeed_raises_when_asked_to_back_off_at_the_minimum() -> None:
+    """Inputs: deepspeed from 4 with five overflows; from 1, two overflows. Expected: the
+    run ends (1.0, "raise"); the second overflow at 1 raises ScaleFloorError naming the
+    minimum and logs "raise". Pass: both."""
     out = run("deepspeed", "xxxxx", init_scale=4.0)
     assert out[-1] == (1.0, "raise")
     s = LossScaler.from_profile("deepspeed", init_scale=1.0)
@@ -105,6 +125,9 @@ def test_deepspeed_raises_when_asked_to_back_off_at_the_minimum() -> None:
 
 @pytest.mark.clause("SCL-PRF-008", "SCL-HYS-001", "SCL-FLR-002")
 def test_megatron_absorbs_hysteresis_minus_one_overflows_and_clamps_quietly() -> None:
+    """Inputs: megatron from 4, interval 2, flags ``xxxx..xx``. Expected: scales 4, 2, 1,
+    1, 1, 2, 2, 1 and actions skip, backoff, backoff, clamp, hold, grow, skip, backoff.
+    Pass: both equal."""
     out = run("megatron", "xxxx..xx", init_scale=4.0, growth_interval=2)
     assert [s for s, _ in out] == [4, 2, 1, 1, 1, 2, 2, 1]
     assert [a for _, a in out] == ["skip", "backoff", "backoff", "clamp", "hold", "grow", "skip",
@@ -113,6 +136,9 @@ def test_megatron_absorbs_hysteresis_minus_one_overflows_and_clamps_quietly() ->
 
 @pytest.mark.clause("SCL-ARI-001")
 def test_scale_arithmetic_rounds_as_each_framework_does() -> None:
+    """Inputs: torch from fp32(1.1) with factor 1.3; jmp from 10 with factor 3 backing off.
+    Expected: torch's fp32(f64(s) * f); jmp's fp32 10 / 3 (not 10 * fp32(1/3)). Pass: equal
+    to the first, unequal to the second."""
     # torch: float32(float64(s) * f); an fp32 multiply differs for this pair
     s, f = np.float32(1.1), 1.3
     torch_way = float(np.float32(np.float64(s) * np.float64(f)))
@@ -126,6 +152,8 @@ def test_scale_arithmetic_rounds_as_each_framework_does() -> None:
 
 @pytest.mark.clause("SCL-GRW-005")
 def test_growth_that_would_overflow_float32_is_refused_where_the_framework_refuses_it() -> None:
+    """Inputs: torch and keras3 from 2^127, interval 1, clean steps. Expected: torch holds
+    2^127 (refused), keras3 grows to inf. Pass: both."""
     assert run("torch", "..", init_scale=2.0**127, growth_interval=1) == [(2.0**127, "hold")] * 2
     assert run("keras3", ".", init_scale=2.0**127, growth_interval=1) == [(float("inf"), "grow")]
 
@@ -179,12 +207,18 @@ class ScalerMachine(RuleBasedStateMachine):
 
 @pytest.mark.clause("SCL-INV-001", "SCL-UPD-001")
 def test_invariants_hold_for_every_profile_on_random_overflow_sequences() -> None:
+    """Inputs: hypothesis-drawn overflow sequences through every profile from 4. Expected:
+    a step is skipped iff it overflowed; scale >= 0, within floor and cap, finite where inf
+    growth is refused, float32 where stored so; trackers in range. Pass: no counterexample."""
     run_state_machine_as_test(ScalerMachine)
 
 
 # ----------------------------------------------------------------- object API
 @pytest.mark.clause("SCL-UNS-001")
 def test_unscale_uses_torchs_fp32_reciprocal_and_checks_the_scaled_values() -> None:
+    """Inputs: torch scaler at 3, grads [3, 6, 1e-45] and None; then an inf gradient.
+    Expected: g * fp32(1/f64(3)) bitwise, None kept, found False; then found True and the
+    update backs off to 1.5. Pass: all."""
     s = LossScaler.from_profile("torch", init_scale=3.0)
     g = np.array([3.0, 6.0, 1e-45], np.float32)
     out, found = s.unscale([g, None])
@@ -199,6 +233,9 @@ def test_unscale_uses_torchs_fp32_reciprocal_and_checks_the_scaled_values() -> N
 
 @pytest.mark.clause("SCL-OBJ-002")
 def test_misuse_is_refused_as_torch_does() -> None:
+    """Inputs: update before unscale, unscale twice for one optimizer, fp16 gradients, an
+    integer loss. Expected: torch's RuntimeError/ValueError messages and a TypeError for
+    the loss. Pass: each raised with its message."""
     s = LossScaler.from_profile("torch")
     with pytest.raises(RuntimeError, match="No inf checks were recorded prior to update"):
         s.update()
@@ -214,6 +251,8 @@ def test_misuse_is_refused_as_torch_does() -> None:
 
 @pytest.mark.clause("SCL-OBJ-003")
 def test_several_optimizers_and_accumulated_micro_batches_back_off_once() -> None:
+    """Inputs: torch scaler at 64, an inf gradient for optimizer enc and a NaN one for dec.
+    Expected: update returns False, scale 32, one event. Pass: all three."""
     s = LossScaler.from_profile("torch", init_scale=64.0)
     s.unscale([np.array([np.inf], np.float32)], optimizer="enc")
     s.unscale([np.array([np.nan], np.float32)], optimizer="dec")
@@ -222,6 +261,9 @@ def test_several_optimizers_and_accumulated_micro_batches_back_off_once() -> Non
 
 @pytest.mark.clause("SCL-OBJ-001")
 def test_scale_loss_follows_torch_promotion() -> None:
+    """Inputs: scale 2^16; an fp16 scalar loss 2, an fp16 array of ones. Expected: fp32
+    2^17 for the scalar (0-dim promotes), fp16 inf for the array (as torch). Pass: dtypes
+    and values."""
     s = LossScaler.from_profile("torch", init_scale=2.0**16)
     assert s.scale_loss(np.float16(2.0)).dtype == np.float32
     assert s.scale_loss(np.float16(2.0)) == 2.0**17
@@ -232,6 +274,9 @@ def test_scale_loss_follows_torch_promotion() -> None:
 @pytest.mark.clause("SCL-STA-002", "SCL-STA-003")
 @pytest.mark.parametrize("name", list(PROFILES))
 def test_every_field_survives_state_dict_copy_and_pickle_round_trips(name: str) -> None:
+    """Inputs: each profile with every allowed override, six updates ``.x..x.``. Expected:
+    state_dict(full) through JSON, deepcopy and pickle restore config and state exactly
+    (step 6, last overflow 5); loading into another profile raises. Pass: all."""
     overrides = {k: v for k, v in dict(init_scale=1024.0, growth_interval=7, min_scale=0.125,
                                        hysteresis=3, max_scale=2.0**30, growth_factor=3.0,
                                        backoff_factor=0.25).items()
@@ -254,6 +299,8 @@ def test_every_field_survives_state_dict_copy_and_pickle_round_trips(name: str) 
 
 @pytest.mark.clause("SCL-STA-001")
 def test_torch_state_dict_has_exactly_gradscalers_five_keys() -> None:
+    """Inputs: torch scaler's state_dict; an empty and a partial dict to load. Expected:
+    exactly GradScaler's five keys; both loads refused with ValueError. Pass: all."""
     s = LossScaler.from_profile("torch")
     assert set(s.state_dict()) == {"scale", "growth_factor", "backoff_factor", "growth_interval",
                                    "_growth_tracker"}
@@ -265,6 +312,9 @@ def test_torch_state_dict_has_exactly_gradscalers_five_keys() -> None:
 
 @pytest.mark.clause("SCL-PRF-000")
 def test_profiles_and_parameters_are_validated_with_the_allowed_values() -> None:
+    """Inputs: an unknown profile, overrides the framework fixes, an unknown override,
+    factors and interval out of range, floor='raise' without min. Expected: ValueError
+    naming the value and the allowed choices or range. Pass: each message matches."""
     with pytest.raises(ValueError,
                        match="unknown loss-scale profile 'fairseq'; choose one of torch"):
         LossScaler.from_profile("fairseq")
@@ -289,6 +339,10 @@ def test_profiles_and_parameters_are_validated_with_the_allowed_values() -> None
 
 @pytest.mark.clause("SCL-AUD-001", "SCL-AUD-002", "SCL-UPD-002")
 def test_audit_log_exports_atomically_and_reports_skipped_steps(tmp_path: Path) -> None:
+    """Inputs: torch from 8, interval 2, ``..xx.x..``; CSV and JSON export; an export that
+    fails midway; a .txt path. Expected: the action list, skipped steps 3, 4, 6 and their
+    report line, both files written, the previous JSON intact after the failure with no
+    temp file left, ValueError for .txt. Pass: all."""
     s = LossScaler.from_profile("torch", init_scale=8.0, growth_interval=2)
     for f in "..xx.x..":
         s.update(f == "x")
@@ -313,6 +367,8 @@ def test_audit_log_exports_atomically_and_reports_skipped_steps(tmp_path: Path) 
 
 @pytest.mark.clause("SCL-AUD-003")
 def test_warnings_name_a_collapsing_scale_and_a_run_of_overflows() -> None:
+    """Inputs: torch from 1, thirty overflows. Expected: LossScaleWarnings saying the scale
+    collapsed and naming the run of consecutive overflows. Pass: both phrases present."""
     s = LossScaler.from_profile("torch", init_scale=1.0)
     with pytest.warns(LossScaleWarning) as rec:
         for _ in range(30):
@@ -323,6 +379,9 @@ def test_warnings_name_a_collapsing_scale_and_a_run_of_overflows() -> None:
 
 @pytest.mark.clause("SCL-OBJ-004")
 def test_static_scaler_never_moves_but_skips_overflowing_steps() -> None:
+    """Inputs: StaticLossScaler(128): one overflow, one clean step; StaticLossScaler(0).
+    Expected: False then True, scale 128, actions skip and hold; ValueError for 0. Pass:
+    all."""
     s = StaticLossScaler(128.0)
     assert s.update(found_inf=True) is False and s.update(found_inf=False) is True
     assert s.scale == 128.0 and [e.action for e in s.events] == ["skip", "hold"]
@@ -354,6 +413,9 @@ def test_transition_is_pure() -> None:
 ])
 def test_loading_refuses_unreachable_states_as_construction_does(
         field: str, value: object, err: str) -> None:
+    """Inputs: a torch full state dict with one field set to an unreachable or wrongly
+    typed value (table). Expected: ValueError/TypeError with the tabled message. Pass:
+    raised and matched."""
     s = LossScaler.from_profile("torch")
     sd = s.state_dict(full=True)
     sd["state"][field] = value
@@ -363,6 +425,9 @@ def test_loading_refuses_unreachable_states_as_construction_does(
 
 @pytest.mark.clause("SCL-STA-003")
 def test_a_torch_dict_with_bad_values_is_refused_not_truncated() -> None:
+    """Inputs: torch's five-key dict with a fractional interval, scale 0, NaN scale,
+    negative tracker, a string factor. Expected: scale 0 loads (reachable by backoff);
+    every other value raises naming the field. Pass: all."""
     s = LossScaler.from_profile("torch")
     for key, value, err in (("growth_interval", 2.5, "growth_interval must be a positive int"),
                             ("scale", 0.0, None), ("scale", float("nan"), "not NaN"),
@@ -379,6 +444,8 @@ def test_a_torch_dict_with_bad_values_is_refused_not_truncated() -> None:
 
 @pytest.mark.clause("SCL-STA-003")
 def test_a_missing_field_never_falls_back_to_a_default() -> None:
+    """Inputs: a deepspeed state dict without config.hysteresis. Expected: ValueError
+    naming the missing field. Pass: raised."""
     s = LossScaler.from_profile("deepspeed")
     sd = s.state_dict()
     del sd["config"]["hysteresis"]
@@ -388,12 +455,17 @@ def test_a_missing_field_never_falls_back_to_a_default() -> None:
 
 @pytest.mark.clause("SCL-STA-003", "SCL-PRF-000")
 def test_construction_refuses_scales_the_profile_cannot_hold_and_inverted_bounds() -> None:
+    """Inputs: init scales that become inf or 0 in float32, min above max, a zero growth
+    factor, a profile name as config, a static scale beyond float32; and min equal to max.
+    Expected: each refused with its message; min == max (a constant band) accepted. Pass:
+    all."""
     with pytest.raises(ValueError, match=r"init_scale 1e\+39 becomes inf when stored as float32"):
         LossScaler.from_profile("torch", init_scale=1e39)
     with pytest.raises(ValueError, match=r"init_scale 1e-50 becomes 0.0"):
         LossScaler.from_profile("torch", init_scale=1e-50)
     with pytest.raises(ValueError, match="min_scale 8.0 exceeds max_scale 4.0"):
         ScalerConfig(min_scale=8.0, max_scale=4.0, floor="clamp")
+    assert ScalerConfig(min_scale=4.0, max_scale=4.0, floor="clamp").max_scale == 4.0
     with pytest.raises(ValueError, match="growth_factor must satisfy 1.0 < growth_factor.*got 0.0"):
         LossScaler.from_profile("jmp", growth_factor=0)
     with pytest.raises(TypeError, match=r"use LossScaler.from_profile\('torch'\)"):
@@ -404,6 +476,8 @@ def test_construction_refuses_scales_the_profile_cannot_hold_and_inverted_bounds
 
 @pytest.mark.clause("SCL-STA-003")
 def test_found_inf_must_be_a_bool_not_a_truthy_string() -> None:
+    """Inputs: update("no"), update(np.bool_(False)). Expected: TypeError naming the str;
+    NumPy's bool accepted (True returned). Pass: both."""
     s = LossScaler.from_profile("torch")
     with pytest.raises(TypeError, match="found_inf must be a bool.*str: 'no'"):
         s.update("no")  # type: ignore[arg-type]
