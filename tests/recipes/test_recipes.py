@@ -414,3 +414,53 @@ def test_nvfp4_te_global_scale_special_cases() -> None:
     sub = np.full((1, 16), 1e-40, np.float32)  # subnormal amax: S_enc overflows -> FLT_MAX
     qs = recipes.quantize(sub, "nvfp4")
     assert float(qs.global_scale) == float(np.float32(1) / np.float32(FLT_MAX))
+
+
+@pytest.mark.clause("REC-MX-001")
+@pytest.mark.parametrize("elem", ["float8_e4m3fn", "float8_e5m2", "float6_e2m3fn",
+                                  "float6_e3m2fn", "float4_e2m1fn"])
+def test_mx_rceil_exponent_at_an_exact_power_of_two_multiple_of_the_element_max(
+        elem: str) -> None:
+    """Inputs: block amax = elem_max * 2^j exactly (j = -20, -1, 0, 3), the next float64
+    above it and the float64 just below it. Expected: rceil's k = ceil(log2(amax /
+    elem_max)) by exact rational comparison: j, j + 1, j. Pass: every exponent equal."""
+    from ampref.recipes import mx_scale_exponents
+
+    fmax = F(float(get_format(elem).max))
+    amax, want = [], []
+    for j in (-20, -1, 0, 3):
+        edge = fmax * F(2) ** j
+        for v in (float(edge), np.nextafter(float(edge), np.inf),
+                  np.nextafter(float(edge), 0.0)):
+            amax.append(v)
+            k = j - 2  # the smallest k with v <= fmax * 2^k, found exactly
+            while F(v) > fmax * F(2) ** k:
+                k += 1
+            want.append(k)
+    got = mx_scale_exponents(np.array(amax), elem, "rceil")
+    assert got.tolist() == want, (amax, got.tolist(), want)
+
+
+@pytest.mark.clause("REC-MX-002")
+def test_te_e8m0_keeps_the_half_subnormal_scale_without_rounding_up() -> None:
+    """Inputs: an e4m3 MX block whose amax makes d = fl32(amax * fl32(1/448)) exactly
+    2^-127 (subnormal, mantissa field 0x400000), and amax one float32 step larger.
+    Expected (TE's float_to_e8m0, REC-MX-002: no round-up for e == 0 and m <= 0x400000):
+    scale code 0x00 for the first; the second (m > 0x400000) rounds up to 0x01.
+    Pass: both codes."""
+    r = np.float32(1 / np.float32(448.0))
+    target = np.float32(2.0**-127)
+    cand = np.float32(float(target) / float(r))
+    for _ in range(64):  # walk to an amax whose product rounds exactly onto 2^-127
+        d = np.float32(cand * r)
+        if d == target:
+            break
+        cand = np.nextafter(cand, np.float32(np.inf) if d < target else np.float32(0))
+    assert np.float32(cand * r) == target
+    up = cand
+    while np.float32(up * r) == target:
+        up = np.nextafter(up, np.float32(np.inf))
+    x = np.zeros((2, 32), np.float32)
+    x[0, 0], x[1, 0] = cand, up
+    q = recipes.quantize(x, "mxfp8_e4m3", profile="te")
+    assert q.scale_codes[:, 0].tolist() == [0x00, 0x01]
