@@ -32,6 +32,8 @@ def _scalar(fn, arrays):  # type: ignore[no-untyped-def]
 
 @pytest.mark.clause("ENG-BWD-001")
 def test_every_public_op_has_a_gradient_case() -> None:
+    """Inputs: the names in ampref.functional.__all__. Expected: each has a case in
+    tests/engine_cases.py. Pass: none missing."""
     missing = [n for n in F.__all__ if not any(k == n or k.startswith(n + "_") for k in CASES)]
     assert missing == [], "public ops without a case in tests/engine_cases.py"
 
@@ -39,6 +41,9 @@ def test_every_public_op_has_a_gradient_case() -> None:
 @pytest.mark.clause("ENG-BWD-001", "ENG-F64-001")
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_every_op_gradient_matches_float64_central_differences(op: str) -> None:
+    """Inputs: each op's case in float64 (fixed random inputs), loss sum(out * W).
+    Expected: the engine's gradient equals central differences with step 1e-6. Pass:
+    allclose rtol 1e-5, atol 1e-7 (a derivative check, not a rounding one)."""
     shapes, fn, _, dom = CASES[op]
     arrays = inputs(shapes, dom)
     loss, ts = _scalar(fn, arrays)
@@ -59,6 +64,9 @@ def test_every_op_gradient_matches_float64_central_differences(op: str) -> None:
 @pytest.mark.clause("ENG-BWD-001", "ENG-F64-001")
 @pytest.mark.parametrize("op", sorted(k for k, v in CASES.items() if v[2] is not None))
 def test_every_op_value_and_gradient_match_torch_float64(op: str) -> None:
+    """Inputs: each op's case in float64, the same loss in torch float64. Expected: loss
+    and every input gradient equal torch's. Pass: rtol 1e-10, atol 1e-12 (float64
+    evaluation orders differ)."""
     torch = pytest.importorskip("torch")
     shapes, fn, tfn, dom = CASES[op]
     arrays = inputs(shapes, dom, seed=3)
@@ -81,6 +89,9 @@ def _hex(a: np.ndarray) -> str:
 
 @pytest.mark.clause("ENG-MM-001")
 def test_matmul_is_the_exact_dot_product_rounded_once_to_float32() -> None:
+    """Inputs: 17x40 @ 40x9 float32 with a 2^-20..2^19 row, cancelling columns and thirds.
+    Expected: each entry the exact dot product rounded once to float32 (round-to-odd
+    float64 then float32 oracle). Pass: bitwise equal."""
     rng = np.random.default_rng(5)
     a = rng.standard_normal((17, 40)).astype(np.float32)
     b = rng.standard_normal((40, 9)).astype(np.float32)
@@ -97,6 +108,9 @@ def test_matmul_is_the_exact_dot_product_rounded_once_to_float32() -> None:
 
 @pytest.mark.clause("ENG-MM-001")
 def test_certified_matmul_falls_back_exactly_on_heavy_cancellation() -> None:
+    """Inputs: [1e8, 1, -1e8, 3e-5] . ones, whose float64 dot cancels. Expected: the
+    certified path refines or falls back and returns fp32(1.00003). Pass: that value and
+    the fallback counter not decreasing."""
     a = np.array([[1e8, 1.0, -1e8, 3e-5]], np.float32)
     b = np.ones((4, 1), np.float32)
     before = certified.STATS.fallbacks
@@ -107,6 +121,9 @@ def test_certified_matmul_falls_back_exactly_on_heavy_cancellation() -> None:
 
 @pytest.mark.clause("ENG-RED-001")
 def test_sum_is_the_exact_sum_rounded_once_whatever_the_order() -> None:
+    """Inputs: 64 rows of 33 float32 values over 2^-30..2^30, and the same columns
+    permuted. Expected: each row's exact sum rounded once to float32, the same for the
+    permutation. Pass: bitwise equal both times."""
     rng = np.random.default_rng(6)
     x = (rng.standard_normal((64, 33)) * 2.0 ** rng.integers(-30, 30, (64, 33))).astype(np.float32)
     got = F.sum(ampref.tensor(x), 1).numpy()
@@ -119,6 +136,9 @@ def test_sum_is_the_exact_sum_rounded_once_whatever_the_order() -> None:
 
 @pytest.mark.clause("ENG-RND-001")
 def test_float16_elementwise_ops_round_float32_results_once_like_ml_dtypes() -> None:
+    """Inputs: 1000 random fp16 pairs; a bf16 tensor of the same values. Expected:
+    add/mul/div equal NumPy's fp32 result cast to fp16; the bf16 values equal ml_dtypes'
+    cast. Pass: bitwise equal."""
     import ml_dtypes
 
     rng = np.random.default_rng(7)
@@ -140,6 +160,8 @@ def test_float16_elementwise_ops_round_float32_results_once_like_ml_dtypes() -> 
 
 @pytest.mark.clause("ENG-TEN-001")
 def test_values_stored_in_a_low_format_are_exactly_representable() -> None:
+    """Inputs: an 8x8 fp16 tensor and gelu(x @ x.T). Expected: both in fp16, every stored
+    value an fp16 value. Pass: a round trip through float16 changes nothing."""
     rng = np.random.default_rng(8)
     x = ampref.tensor(rng.standard_normal((8, 8)), "float16")
     y = F.gelu(F.matmul(x, x.T))
@@ -151,6 +173,8 @@ def test_values_stored_in_a_low_format_are_exactly_representable() -> None:
 
 @pytest.mark.clause("ENG-BWD-002")
 def test_backward_rounds_gradients_to_the_format_recorded_in_forward() -> None:
+    """Inputs: fp32 x cast to bf16, times 1.1, summed in fp32. Expected: x's gradient is
+    1.1 rounded to bf16 everywhere (the cast's gradient enters in bf16). Pass: equal."""
     x = ampref.tensor(np.linspace(-2, 2, 12).reshape(3, 4), "float32", requires_grad=True)
     h = x.to("bfloat16")
     y = (h * 1.1).sum(dtype="float32")
@@ -162,6 +186,8 @@ def test_backward_rounds_gradients_to_the_format_recorded_in_forward() -> None:
 
 @pytest.mark.clause("ENG-BWD-003")
 def test_backward_is_iterative_and_handles_ten_thousand_deep_chains() -> None:
+    """Inputs: a chain of 10,000 multiplications by 1. Expected: backward completes (no
+    recursion limit) with gradient 1. Pass: grad == 1."""
     x = ampref.tensor([1.0], requires_grad=True)
     y = x
     for _ in range(10_000):
@@ -172,6 +198,8 @@ def test_backward_is_iterative_and_handles_ten_thousand_deep_chains() -> None:
 
 @pytest.mark.clause("ENG-BWD-003")
 def test_gradients_are_bitwise_identical_run_to_run() -> None:
+    """Inputs: the same seeded TransformerBlock and input twice under fp16 autocast.
+    Expected: every parameter gradient identical. Pass: bitwise equal."""
     def run() -> list[np.ndarray]:
         m = ampref.nn.TransformerBlock(16, 4, seed=3)
         x = ampref.tensor(np.random.default_rng(1).standard_normal((2, 6, 16)))
@@ -187,6 +215,8 @@ def test_gradients_are_bitwise_identical_run_to_run() -> None:
 
 @pytest.mark.clause("ENG-BWD-003")
 def test_gradient_accumulates_over_backward_calls_and_shared_inputs() -> None:
+    """Inputs: x = [2, 3]; backward of sum(x*x + x), then of sum(x * 1). Expected: grads
+    [5, 7], then [6, 8]. Pass: equal."""
     x = ampref.tensor([2.0, 3.0], requires_grad=True)
     (x * x + x).sum().backward()
     assert list(x.grad) == [5.0, 7.0]
@@ -196,6 +226,9 @@ def test_gradient_accumulates_over_backward_calls_and_shared_inputs() -> None:
 
 @pytest.mark.clause("ENG-DRP-001")
 def test_dropout_mask_is_a_function_of_seed_and_offset_only() -> None:
+    """Inputs: 100x100 ones, p 0.3, seeds 11 (twice) and 12; the second half again with
+    offset 5000. Expected: same seed same mask, other seed another; kept share within 0.02
+    of 0.7, kept values fp32(1/0.7); the offset call equals the second half. Pass: all."""
     x = ampref.tensor(np.ones((100, 100)))
     a = F.dropout(x, 0.3, seed=11).numpy()
     b = F.dropout(x, 0.3, seed=11).numpy()
@@ -235,6 +268,8 @@ def test_dropout_keeps_an_element_whose_word_equals_the_threshold_and_drops_one_
 
 @pytest.mark.clause("ENG-SPC-001")
 def test_nan_and_inf_propagate_with_ieee_semantics() -> None:
+    """Inputs: [NaN, inf, -inf, 0, -1]; fp16 60000 + 60000. Expected: relu(NaN) NaN,
+    exp(inf) inf, exp(-inf) 0, log(0) -inf, log(-1) NaN; fp16 overflow to inf. Pass: each."""
     x = ampref.tensor([np.nan, np.inf, -np.inf, 0.0, -1.0])
     assert np.isnan(F.relu(x).numpy()[0])
     assert F.exp(x).numpy()[1] == np.inf and F.exp(x).numpy()[2] == 0.0
@@ -287,6 +322,9 @@ def test_bad_inputs_get_clear_errors() -> None:
 
 @pytest.mark.clause("ENG-PRM-001")
 def test_promotion_follows_torch_and_python_numbers_are_weak() -> None:
+    """Inputs: fp16 + fp32, fp16 + bf16, fp16 + fp64, fp16 * 0.1. Expected: float32,
+    float32, float64, float16; the last value fp16(fp32(1.5) * fp32(0.1)). Pass: formats
+    and value."""
     h, b = ampref.tensor([1.5], "float16"), ampref.tensor([1.5], "bfloat16")
     s, d = ampref.tensor([1.5]), ampref.tensor([1.5], "float64")
     assert (h + s).format.name == "float32"
@@ -299,6 +337,8 @@ def test_promotion_follows_torch_and_python_numbers_are_weak() -> None:
 
 @pytest.mark.clause("ENG-CST-001")
 def test_cast_rounds_once_and_returns_gradient_in_the_source_format() -> None:
+    """Inputs: fp32 1 + 2^-11 + 2^-23 cast to fp16 and times 3. Expected: 1 + 2^-10
+    (rounded up once); the gradient 3 in float32. Pass: both."""
     v = np.float32(1 + 2**-11 + 2**-23)  # just above an fp16 tie: must round up
     x = ampref.tensor([v], requires_grad=True)
     y = x.to("float16")
@@ -309,6 +349,8 @@ def test_cast_rounds_once_and_returns_gradient_in_the_source_format() -> None:
 
 @pytest.mark.clause("ENG-IDX-001")
 def test_repeated_index_gradients_add_up() -> None:
+    """Inputs: x = 0..3 indexed at [1, 1, 3, 1], summed. Expected: gradient [0, 3, 0, 1].
+    Pass: equal."""
     x = ampref.tensor(np.arange(4.0), requires_grad=True)
     x[np.array([1, 1, 3, 1])].sum().backward()
     assert list(x.grad) == [0.0, 3.0, 0.0, 1.0]
@@ -316,6 +358,9 @@ def test_repeated_index_gradients_add_up() -> None:
 
 @pytest.mark.clause("ENG-IDX-002")
 def test_embedding_gradient_rows_are_exact_sums_rounded_once() -> None:
+    """Inputs: ids [2, 2, 2, 0], output gradients [2^24, 1, 1, 5]. Expected: row 2 = 2^24 +
+    2 (the exact sum rounded once; sequential float32 gives 2^24), row 0 = 5, row 1 = +0.
+    Pass: all."""
     w = ampref.tensor(np.zeros((3, 1)), requires_grad=True)
     ids = np.array([2, 2, 2, 0])
     g = np.array([[2**24], [1.0], [1.0], [5.0]], np.float32)
@@ -327,6 +372,8 @@ def test_embedding_gradient_rows_are_exact_sums_rounded_once() -> None:
 
 @pytest.mark.clause("ENG-IDX-002", "ENG-SPC-001")
 def test_embedding_gradient_keeps_a_nan_in_its_own_row_and_zero_rows_positive() -> None:
+    """Inputs: ids [[3, 1], [3, 0]] with NaN, inf and -0 output gradients. Expected: NaN
+    and inf only in row 3; rows 0-2 +0 (sums of -0 and empty rows). Pass: all."""
     w = ampref.tensor(np.zeros((4, 2)), requires_grad=True)
     ids = np.array([[3, 1], [3, 0]])
     g = np.array([[[np.nan, 1.0], [-0.0, -0.0]], [[2.0, np.inf], [-0.0, -0.0]]], np.float32)
@@ -340,6 +387,8 @@ def test_embedding_gradient_keeps_a_nan_in_its_own_row_and_zero_rows_positive() 
 
 @pytest.mark.clause("ENG-NRM-001")
 def test_softmax_follows_its_written_steps_with_an_exact_sum() -> None:
+    """Inputs: 6 rows of 37 float32 values (x4). Expected: e = fp32(exp(x - max)), s = the
+    exact sum of e rounded once (rational oracle), y = fp32(e / s). Pass: bitwise equal."""
     from fractions import Fraction
 
     from oracle import round_scalar
@@ -359,6 +408,9 @@ def test_softmax_follows_its_written_steps_with_an_exact_sum() -> None:
 
 @pytest.mark.clause("ENG-NRM-001")
 def test_layer_norm_output_is_normalised_and_in_the_input_format() -> None:
+    """Inputs: a 4x64 bf16 tensor (mean 7, std 50). Expected: output in bf16 with row means
+    within 0.02 of 0 and standard deviations within 0.02 of 1. Pass: both (a bound: bf16
+    outputs)."""
     x = ampref.tensor(np.random.default_rng(2).standard_normal((4, 64)) * 50 + 7, "bfloat16")
     y = F.layer_norm(x, x.shape[-1:])
     assert y.format.name == "bfloat16"
@@ -368,6 +420,8 @@ def test_layer_norm_output_is_normalised_and_in_the_input_format() -> None:
 
 @pytest.mark.clause("ENG-CNV-001")
 def test_conv2d_outputs_are_exact_dot_products_rounded_once() -> None:
+    """Inputs: (2, 3, 6, 5) input, (4, 3, 3, 3) weights, bias, stride 2, padding 1.
+    Expected: each output fp32(fp32(exact patch dot) + b). Pass: bitwise equal everywhere."""
     rng = np.random.default_rng(12)
     x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
@@ -405,6 +459,9 @@ def _cast_oracle(v32: np.ndarray, fmt: str) -> np.ndarray:
        op=st.sampled_from(["add", "sub", "mul", "div", "neg", "relu"]), data=st.data())
 def test_low_precision_elementwise_ops_equal_float32_arithmetic_then_the_peer_cast(
         fmt: str, op: str, data: st.DataObject) -> None:
+    """Inputs: hypothesis-drawn fp16/bf16 vectors with NaN and inf; add, sub, mul, div,
+    neg, relu. Expected: the float32 result cast by NumPy (fp16) or ml_dtypes (bf16). Pass:
+    NaN where the peer is NaN, every other value bitwise equal."""
     a = data.draw(arrays(fmt, 8, allow_nan=True, allow_infinity=True))
     b = data.draw(arrays(fmt, 8, allow_nan=True, allow_infinity=True))
     ta, tb = ampref.tensor(a, fmt), ampref.tensor(b, fmt)
