@@ -2,7 +2,8 @@
 rooms and report which ones survive their own area's tests (issue 38).
 
     python scripts/mutants.py --per-area 12 --seed 1 --report mutants.md
-    python scripts/mutants.py --tests-at <commit> ...   # the same mutants, older tests
+    python scripts/mutants.py --tests-at <commit> --mutants-from mutants.json
+        # the same mutants against an older suite
 
 How: a detached ``git worktree`` of HEAD in a temporary folder (the checkout is never
 touched), importable from PYTHONPATH (links stand in for setuptools' package-dir mapping
@@ -88,8 +89,14 @@ def sites(area: str, path: str) -> list[Mutant]:
     """Every mutable token of ``path`` (relative to the worktree)."""
     text = (ROOT / path).read_text()
     out: list[Mutant] = []
+    prev = ""
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
         (line, col), s = tok.start, tok.string
+        bare_star = s == "*" and prev in ("(", ",")  # def f(a, *, b): not arithmetic
+        if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+            prev = s
+        if bare_star:
+            continue
         if tok.type == tokenize.OP and s in SWAPS or tok.type == tokenize.NAME and s in SWAPS:
             out.append(Mutant(area, path, line, col, s, SWAPS[s]))
         elif tok.type == tokenize.NUMBER and s.isdigit():
@@ -162,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--areas", default=",".join(AREAS),
                     help=f"comma-separated subset of {', '.join(AREAS)}")
     ap.add_argument("--tests-at", default=None, help="take tests/ from this commit")
+    ap.add_argument("--mutants-from", type=Path, default=None,
+                    help="replay the mutants of an earlier report's JSON (same sample)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant")
     ap.add_argument("--report", type=Path, default=None, help="markdown report path")
     args = ap.parse_args(argv)
@@ -171,7 +180,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutants: unknown area(s) {unknown} (choose from {', '.join(AREAS)}) or "
               f"--per-area {args.per_area} < 1", file=sys.stderr)
         return 2
-    mutants = sample(args.per_area, args.seed, areas)
+    if args.mutants_from:
+        rows = json.loads(args.mutants_from.read_text())
+        mutants = [Mutant(**{k: r[k] for k in ("area", "path", "line", "col", "old", "new")})
+                   for r in rows]
+        areas = sorted({m.area for m in mutants}, key=list(AREAS).index)
+    else:
+        mutants = sample(args.per_area, args.seed, areas)
     tree = make_worktree(args.tests_at)
     outcomes: list[Outcome] = []
     baseline: dict[str, str] = {}
