@@ -85,9 +85,9 @@ class Outcome:
     source_line: str
 
 
-def sites(area: str, path: str) -> list[Mutant]:
-    """Every mutable token of ``path`` (relative to the worktree)."""
-    text = (ROOT / path).read_text()
+def sites(area: str, path: str, root: Path) -> list[Mutant]:
+    """Every mutable token of ``path`` (relative to ``root``, the worktree)."""
+    text = (root / path).read_text()
     out: list[Mutant] = []
     prev = ""
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
@@ -104,20 +104,20 @@ def sites(area: str, path: str) -> list[Mutant]:
     return out
 
 
-def sample(per_area: int, seed: int, areas: list[str]) -> list[Mutant]:
+def sample(per_area: int, seed: int, areas: list[str], root: Path) -> list[Mutant]:
     rng = random.Random(seed)
     chosen: list[Mutant] = []
     for area in areas:
-        cands = [m for p in AREAS[area][0] for m in sites(area, p)]
+        cands = [m for p in AREAS[area][0] for m in sites(area, p, root)]
         chosen += rng.sample(cands, min(per_area, len(cands)))
     return chosen
 
 
-def make_worktree(tests_at: str | None) -> Path:
+def make_worktree(sources_at: str, tests_at: str | None) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="ampref-mutants-"))
     tree = tmp / "tree"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), "HEAD"],
-                   check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree),
+                    sources_at], check=True, capture_output=True)
     if tests_at:  # the whole tests/ folder as it was then (files added since removed)
         shutil.rmtree(tree / "tests")
         subprocess.run(["git", "-C", str(tree), "checkout", tests_at, "--", "tests"],
@@ -168,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--areas", default=",".join(AREAS),
                     help=f"comma-separated subset of {', '.join(AREAS)}")
+    ap.add_argument("--sources-at", default="HEAD", help="the commit whose sources mutate")
     ap.add_argument("--tests-at", default=None, help="take tests/ from this commit")
     ap.add_argument("--mutants-from", type=Path, default=None,
                     help="replay the mutants of an earlier report's JSON (same sample)")
@@ -180,14 +181,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutants: unknown area(s) {unknown} (choose from {', '.join(AREAS)}) or "
               f"--per-area {args.per_area} < 1", file=sys.stderr)
         return 2
+    tree = make_worktree(args.sources_at, args.tests_at)
     if args.mutants_from:
         rows = json.loads(args.mutants_from.read_text())
         mutants = [Mutant(**{k: r[k] for k in ("area", "path", "line", "col", "old", "new")})
                    for r in rows]
         areas = sorted({m.area for m in mutants}, key=list(AREAS).index)
     else:
-        mutants = sample(args.per_area, args.seed, areas)
-    tree = make_worktree(args.tests_at)
+        mutants = sample(args.per_area, args.seed, areas, tree)
     outcomes: list[Outcome] = []
     baseline: dict[str, str] = {}
     try:
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(outcomes: list[Outcome], baseline: dict[str, str], args: argparse.Namespace) -> str:
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.sources_at],
                           capture_output=True, text=True).stdout.strip()
     rows = ["| area | mutants | caught | survived | timeout | score |", "|---|---|---|---|---|---|"]
     for area, status in baseline.items():
