@@ -65,6 +65,10 @@ def _rows() -> list[dict[str, Any]]:
 
 @pytest.mark.clause("AUT-POL-001", "AUT-CAT-001", "AUT-CAT-002", "AUT-CAT-003", "AUT-CAT-005")
 def test_every_op_output_format_matches_recorded_torch_cpu_autocast() -> None:
+    """Inputs: every row recorded from torch.autocast("cpu")
+    (tests/data/autocast_torch.json): op, autocast dtype, input dtypes; the rows cover
+    every recorded op. Expected: the recorded output dtype (any error equals any error).
+    Pass: no row differs."""
     rows = _rows()
     assert len(rows) >= 150 and {r["op"] for r in rows} == set(engine_ops())
     def differs(got: str, want: str) -> bool:  # any error equals any error
@@ -101,6 +105,9 @@ def test_every_op_output_format_matches_torch_cuda_autocast_recorded_on_an_h100(
 
 @pytest.mark.clause("AUT-POL-001")
 def test_every_op_output_format_matches_live_torch_cpu_autocast() -> None:
+    """Inputs: the recorder's op cases run now under the installed torch's CPU autocast,
+    bf16 and fp16, with float32 and low-precision inputs. Expected: ampref's output format
+    under the torch-cpu policy equals torch's dtype. Pass: every case equal."""
     pytest.importorskip("torch")
     spec = importlib.util.spec_from_file_location("rec",
                                                   ROOT / "scripts" / "record_autocast_table.py")
@@ -124,6 +131,9 @@ def test_every_op_output_format_matches_live_torch_cpu_autocast() -> None:
                          [("torch-cuda", "AutocastCUDA"), ("torch-cpu", "AutocastCPU")])
 def test_policy_files_name_only_ops_torch_registers_for_that_autocast_key(
         policy: str, key: str) -> None:
+    """Inputs: the ops each shipped policy lists; torch's registrations at
+    AutocastCUDA/AutocastCPU (recorded). Expected: every listed op registered there
+    (Dimname overloads aside, which torch's dump omits). Pass: no unknown op."""
     data = json.loads(DATA.read_text())
     registered = {r.removeprefix("aten::") for r in data["registrations"][key]}
     listed = set(load_policy(policy).categories)
@@ -147,6 +157,9 @@ CUDA_EXPECTED = {
 @pytest.mark.clause("AUT-POL-001", "AUT-CAT-001", "AUT-CAT-002", "AUT-CAT-003", "AUT-CAT-005")
 @pytest.mark.parametrize("op", sorted(CUDA_EXPECTED))
 def test_torch_cuda_policy_gives_the_documented_output_format(op: str) -> None:
+    """Inputs: each engine op with fp16 inputs under torch-cuda fp16 autocast. Expected:
+    the output format torch's AMP documentation gives (its CUDA float16 and float32 lists;
+    unlisted ops keep the input format). Pass: equal."""
     n = 2 if op in ("add", "matmul", "linear", "mse_loss", "scaled_dot_product_attention",
                     "conv2d") else 1
     row = {"policy": "torch-cuda", "dtype": "float16", "op": op, "inputs": ["float16"] * n}
@@ -155,6 +168,9 @@ def test_torch_cuda_policy_gives_the_documented_output_format(op: str) -> None:
 
 @pytest.mark.clause("AUT-CAT-006")
 def test_banned_op_raises_with_torchs_advice_under_cuda_and_runs_in_fp32_on_cpu() -> None:
+    """Inputs: binary_cross_entropy under cuda fp16 autocast and under cpu bf16 autocast.
+    Expected: RuntimeError naming binary_cross_entropy_with_logits on CUDA; a float32
+    result on CPU. Pass: both."""
     p = ampref.tensor([[0.3, 0.6]])
     with ampref.autocast("cuda", "float16"):
         with pytest.raises(RuntimeError, match="binary_cross_entropy_with_logits"):
@@ -165,6 +181,9 @@ def test_banned_op_raises_with_torchs_advice_under_cuda_and_runs_in_fp32_on_cpu(
 
 @pytest.mark.clause("AUT-CAT-004")
 def test_promote_op_given_fp16_and_bf16_raises_like_torch() -> None:
+    """Inputs: concat of fp16 and bf16, of bf16 and bf16 (under fp16 autocast), of fp16 and
+    fp32. Expected: TypeError asking to prioritize a dtype for the first two; float32 for
+    the third. Pass: all."""
     a, b = ampref.tensor([1.0], "float16"), ampref.tensor([1.0], "bfloat16")
     with ampref.autocast("cpu", "float16"):
         with pytest.raises(TypeError, match="prioritize"):
@@ -176,6 +195,8 @@ def test_promote_op_given_fp16_and_bf16_raises_like_torch() -> None:
 
 @pytest.mark.clause("AUT-ELI-001")
 def test_float64_tensors_are_never_cast() -> None:
+    """Inputs: float64 matmul and exp under cuda fp16 autocast. Expected: float64 outputs.
+    Pass: both."""
     a = ampref.tensor(np.ones((2, 2)), "float64")
     with ampref.autocast("cuda", "float16"):
         assert (a @ a).format.name == "float64"
@@ -184,6 +205,9 @@ def test_float64_tensors_are_never_cast() -> None:
 
 @pytest.mark.clause("AUT-CTX-001")
 def test_nesting_overrides_and_restores_the_outer_state() -> None:
+    """Inputs: a float32 matmul in fp16 autocast, a disabled region inside it, a bf16
+    region inside it, after them, and outside. Expected: float16, float32, bfloat16,
+    float16, float32. Pass: each."""
     a = ampref.tensor(np.ones((2, 2)))
     with ampref.autocast("cuda", "float16"):
         assert (a @ a).format.name == "float16"
@@ -197,6 +221,8 @@ def test_nesting_overrides_and_restores_the_outer_state() -> None:
 
 @pytest.mark.clause("AUT-CTX-002")
 def test_outputs_are_not_cast_back_on_exit() -> None:
+    """Inputs: a matmul result made in an fp16 region, read after the region. Expected:
+    still float16. Pass: equal."""
     a = ampref.tensor(np.ones((2, 2)))
     with ampref.autocast("cuda", "float16"):
         y = a @ a
@@ -205,6 +231,10 @@ def test_outputs_are_not_cast_back_on_exit() -> None:
 
 @pytest.mark.clause("AUT-CAC-001", "AUT-CAC-002")
 def test_weight_cast_is_cached_in_a_region_and_goes_stale_after_in_place_update() -> None:
+    """Inputs: two linears on one leaf weight in an fp16 region; an in-place weight change
+    inside it; a new region; cache_enabled=False. Expected: one cast node shared; the stale
+    cached copy (2.0) inside, the update (4.0) in a new region; separate casts without the
+    cache. Pass: all."""
     w = ampref.tensor(np.ones((2, 2)), requires_grad=True)
     x = ampref.tensor(np.ones((1, 2)))
     with ampref.autocast("cuda", "float16"):
@@ -223,6 +253,8 @@ def test_weight_cast_is_cached_in_a_region_and_goes_stale_after_in_place_update(
 
 @pytest.mark.clause("AUT-CAC-001")
 def test_cached_cast_accumulates_both_uses_into_the_weight_gradient() -> None:
+    """Inputs: sum of two linears sharing a cached fp16 weight (0.5s), backward. Expected:
+    weight gradient 2 everywhere (both uses through the one cast). Pass: equal."""
     w = ampref.tensor(np.full((2, 2), 0.5), requires_grad=True)
     x = ampref.tensor(np.ones((1, 2)))
     with ampref.autocast("cuda", "float16"):
@@ -240,6 +272,8 @@ def test_cached_cast_accumulates_both_uses_into_the_weight_gradient() -> None:
     ("full", ("float32", "float32", "float32")),
 ])
 def test_jmp_policy_strings_parse_as_jmp_does(spec: str, expect: tuple[str, str, str]) -> None:
+    """Inputs: five jmp policy strings (long keys, short keys, half, full). Expected: jmp's
+    (params, compute, output) formats for each. Pass: equal."""
     p = get_policy(spec)
     assert (p.params.name, p.compute.name, p.output.name) == expect
 
@@ -248,12 +282,16 @@ def test_jmp_policy_strings_parse_as_jmp_does(spec: str, expect: tuple[str, str,
 @pytest.mark.parametrize("spec,msg", [("p=f8", "unknown format"), ("q=f16", "unknown key"),
                                       ("p=f16=f32", "malformed")])
 def test_bad_jmp_policy_strings_raise_value_error(spec: str, msg: str) -> None:
+    """Inputs: an unknown format, an unknown key, a malformed pair. Expected: ValueError
+    with the matching message. Pass: raised."""
     with pytest.raises(ValueError, match=msg):
         get_policy(spec)
 
 
 @pytest.mark.clause("AUT-JMP-002")
 def test_jmp_policy_region_computes_every_op_in_the_compute_format() -> None:
+    """Inputs: exp(a @ a) under a params=f32, compute=bf16, output=f32 policy;
+    cast_to_output. Expected: bfloat16 inside, float32 after the output cast. Pass: both."""
     a = ampref.tensor(np.ones((2, 2)))
     pol = get_policy("params=float32,compute=bfloat16,output=float32")
     with ampref.autocast("cuda", policy=pol):
@@ -264,6 +302,9 @@ def test_jmp_policy_region_computes_every_op_in_the_compute_format() -> None:
 
 @pytest.mark.clause("AUT-POL-003")
 def test_users_policy_file_is_data(tmp_path: Path) -> None:
+    """Inputs: a user's TOML listing exp as lower precision (bf16); a TOML with an unknown
+    category. Expected: exp in bf16, matmul (unlisted) in float32; ValueError naming
+    'fastest'. Pass: all."""
     f = tmp_path / "mine.toml"
     f.write_text('name = "mine"\ndefault_dtype = "bfloat16"\n[ops]\nlower_precision_fp = ["exp"]\n')
     a = ampref.tensor(np.ones(3))
@@ -288,6 +329,9 @@ def test_unknown_policy_and_bad_dtype_raise_value_error_listing_choices() -> Non
 
 @pytest.mark.clause("AUT-POL-002")
 def test_overload_less_names_match_listed_overloads() -> None:
+    """Inputs: softmax, pow, conv_transpose2d and relu looked up in torch-cuda. Expected:
+    fp32_set_opt_dtype, fp32, lower_precision_fp and None (an overload-less name matches
+    its listed overloads). Pass: each."""
     cuda = load_policy("torch-cuda")
     assert cuda.category("softmax") == "fp32_set_opt_dtype"
     assert cuda.category("pow") == "fp32"
@@ -297,6 +341,9 @@ def test_overload_less_names_match_listed_overloads() -> None:
 
 @pytest.mark.clause("AUT-POL-004")
 def test_a_loaded_policy_is_read_only_shared_and_survives_pickling() -> None:
+    """Inputs: torch-cpu loaded twice; an assignment into its categories; a pickle round
+    trip. Expected: the same object, a TypeError, an equal policy with the same categories.
+    Pass: all."""
     import pickle
 
     pol = load_policy("torch-cpu")
