@@ -43,6 +43,10 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]
 @pytest.mark.clause("TRN-CMP-001", "TRN-DAT-001")
 def test_compare_writes_one_object_per_mode_with_the_required_fields(
         compared: tuple[Path, list[dict]]) -> None:
+    """Inputs: a 60-step compare of fp32, amp-fp16 and fp16-noscale (small model).
+    Expected: compare.json with one object per mode in order holding final_loss,
+    skipped_steps, final_scale, underflow_fraction, steps_per_s; fp32's underflow 0; a PNG
+    plot. Pass: all."""
     out, rows = compared
     data = json.loads((out / "compare.json").read_text())
     assert [r["mode"] for r in data] == ["fp32", "amp-fp16", "fp16-noscale"]
@@ -57,6 +61,9 @@ def test_compare_writes_one_object_per_mode_with_the_required_fields(
 @pytest.mark.clause("TRN-CMP-002")
 def test_compare_in_two_worker_processes_gives_the_same_bits_as_in_one(
         tmp_path: Path) -> None:
+    """Inputs: a 6-step compare of three modes, sequential and with two worker processes.
+    Expected: identical rows apart from timings and bitwise-identical final.npz per mode.
+    Pass: both."""
     cfg = replace(SMALL, steps=6)
     modes = ["fp32", "amp-bf16", "amp-fp16"]
     seq = compare(cfg, modes, tmp_path / "seq", progress=False, report=False)
@@ -72,6 +79,8 @@ def test_compare_in_two_worker_processes_gives_the_same_bits_as_in_one(
 @pytest.mark.parametrize("jobs", [0, -1, 1.5, True])
 def test_compare_refuses_a_job_count_that_is_not_a_positive_integer(tmp_path: Path,
                                                                       jobs: object) -> None:
+    """Inputs: jobs 0, -1, 1.5, True. Expected: TrainError saying --jobs must be an integer
+    >= 1. Pass: raised for each."""
     with pytest.raises(TrainError, match="--jobs must be an integer >= 1"):
         compare(SMALL, ["fp32", "amp-bf16"], tmp_path, jobs=jobs)  # type: ignore[arg-type]
 
@@ -79,6 +88,9 @@ def test_compare_refuses_a_job_count_that_is_not_a_positive_integer(tmp_path: Pa
 @pytest.mark.clause("TRN-CMP-001")
 def test_amp_fp16_final_loss_matches_fp32_within_the_rounding_tolerance(
         compared: tuple[Path, list[dict]]) -> None:
+    """Inputs: the 60-step fp32 and amp-fp16 runs. Expected: fp32 lowers the loss by more
+    than 25 %; amp-fp16's final loss within 3 % of fp32's (measured differences 0.1-0.5 %).
+    Pass: both (a stated bound, not bitwise: the runs round differently)."""
     # Tolerance: 3% of the fp32 loss. Training lowers the loss by more than 25% over these
     # 60 steps (asserted), so a 3% band separates "tracks fp32" from "trains differently";
     # measured differences are about 0.1-0.5%, the size of fp16 rounding of activations.
@@ -91,6 +103,9 @@ def test_amp_fp16_final_loss_matches_fp32_within_the_rounding_tolerance(
 
 @pytest.mark.clause("TRN-RPT-001")
 def test_report_files_exist_and_pngs_are_valid_images(compared: tuple[Path, list[dict]]) -> None:
+    """Inputs: the amp-fp16 run's folder. Expected: non-empty metrics.json/csv, final.npz,
+    report.md; five readable PNGs larger than 50x50, each linked from report.md; 61 CSV
+    lines with the header. Pass: all."""
     import matplotlib.image as mpimg
 
     out = compared[0] / "amp-fp16"
@@ -109,6 +124,9 @@ def test_report_files_exist_and_pngs_are_valid_images(compared: tuple[Path, list
 @pytest.mark.clause("TRN-RES-001", "TRN-DAT-001")
 def test_resume_from_a_checkpoint_equals_the_uninterrupted_run_bit_for_bit(
         tmp_path: Path, cut: int) -> None:
+    """Inputs: a 12-step amp-fp16 run, and the same run stopped after 3, 5 or 8 steps then
+    resumed. Expected: no final.npz after the stop; identical final weights and loss
+    history after resuming. Pass: bitwise equal."""
     cfg = replace(SMALL, precision="amp-fp16")
     train(cfg, tmp_path / "full", progress=False, report=False)
     train(cfg, tmp_path / "cut", progress=False, report=False, stop_after=cut)
@@ -122,6 +140,8 @@ def test_resume_from_a_checkpoint_equals_the_uninterrupted_run_bit_for_bit(
 
 @pytest.mark.clause("TRN-RES-001")
 def test_resume_in_pure_fp16_and_bf16_modes_is_exact_too(tmp_path: Path) -> None:
+    """Inputs: 8-step pure-fp16 and amp-bf16 runs, each also stopped at 4 and resumed.
+    Expected: identical final weights. Pass: bitwise equal."""
     for mode in ("pure-fp16", "amp-bf16"):
         cfg = replace(SMALL, precision=mode, steps=8)
         train(cfg, tmp_path / f"{mode}-a", progress=False, report=False)
@@ -132,6 +152,9 @@ def test_resume_in_pure_fp16_and_bf16_modes_is_exact_too(tmp_path: Path) -> None
 
 @pytest.mark.clause("TRN-CKP-001")
 def test_corrupt_or_mismatched_checkpoints_are_refused(tmp_path: Path) -> None:
+    """Inputs: a checkpoint resumed with another seed, with a flipped byte, truncated.
+    Expected: TrainError naming the different run, 'corrupt', and 'unreadable: BadZipFile'
+    without pickle advice. Pass: each."""
     cfg = replace(SMALL, precision="fp32", steps=6)
     train(cfg, tmp_path, progress=False, report=False, stop_after=5)
     ck = sorted((tmp_path / "ckpt").glob("step_*.npz"))[-1]
@@ -150,6 +173,9 @@ def test_corrupt_or_mismatched_checkpoints_are_refused(tmp_path: Path) -> None:
 
 @pytest.mark.clause("TRN-CKP-002")
 def test_a_corrupt_checkpoint_names_the_previous_good_one_to_resume_from(tmp_path: Path) -> None:
+    """Inputs: checkpoints at steps 3, 6, 7; step 7's overwritten. Expected: TrainError
+    naming step_0000006.npz; after removing step 7 the resume completes bitwise equal to an
+    unbroken run. Pass: both."""
     cfg = replace(SMALL, precision="fp32", steps=12, checkpoint_every=3)
     train(cfg, tmp_path, progress=False, report=False, stop_after=7)
     cks = sorted((tmp_path / "ckpt").glob("step_*.npz"))
@@ -166,6 +192,10 @@ def test_a_corrupt_checkpoint_names_the_previous_good_one_to_resume_from(tmp_pat
 @pytest.mark.clause("TRN-CKP-002")
 def test_a_fresh_run_removes_stale_temporary_files_and_another_runs_checkpoints(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Inputs: a folder holding another run's checkpoints and two partial temp files; a new
+    run stopped at 4 and resumed. Expected: a message counting the removed files and
+    checkpoints; only this run's checkpoint left; the resume equals an unbroken run. Pass:
+    all."""
     other = replace(SMALL, precision="fp32", steps=10, seed=3)
     train(other, tmp_path, progress=False, report=False)
     (tmp_path / "ckpt" / ".tmp-killed-step_0000011.npz").write_bytes(b"partial")
@@ -185,6 +215,10 @@ def test_a_fresh_run_removes_stale_temporary_files_and_another_runs_checkpoints(
 @pytest.mark.parametrize("profile", [*PROFILES, "static"])
 def test_a_resumed_runs_audit_log_and_weights_equal_the_unbroken_runs(
         tmp_path: Path, profile: str) -> None:
+    """Inputs: for every scaler profile and the static scaler, a 12-step fp16 run from 2^24
+    with injected non-finite steps, also stopped at 5 and resumed. Expected: the same
+    scaler events for steps 1..12 (including backoffs or skips) and the same final weights.
+    Pass: equal and bitwise equal."""
     # init_scale 2^24 forces overflows early so the log has backoffs, skips and growth
     mode = "fp16-static" if profile == "static" else "amp-fp16"
     cfg = replace(SMALL, precision=mode, steps=12,
@@ -204,6 +238,8 @@ def test_a_resumed_runs_audit_log_and_weights_equal_the_unbroken_runs(
 @pytest.mark.clause("TRN-CKP-001")
 def test_a_failed_checkpoint_write_keeps_the_previous_file(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs: a checkpoint, then a second save to the same name whose writer fails midway.
+    Expected: OSError raised, the first file unchanged, no temporary file left. Pass: all."""
     cfg = replace(SMALL, precision="fp32", steps=6)
     corpus = Corpus(load_corpus(None), cfg.context)
     run = Run(cfg, corpus)
@@ -227,6 +263,9 @@ def test_a_failed_checkpoint_write_keeps_the_previous_file(tmp_path: Path,
 @pytest.mark.clause("TRN-INJ-001")
 def test_injected_nonfinite_steps_are_exactly_the_skipped_steps_and_change_nothing(
         tmp_path: Path) -> None:
+    """Inputs: a 15-step fp16-static run with 25 % injected non-finite steps; the same run
+    skipping those steps without injection. Expected: skipped steps == injected steps;
+    identical final weights. Pass: both."""
     cfg = replace(SMALL, precision="fp16-static", steps=15, inject_nonfinite=0.25)
     s = train(cfg, tmp_path / "inj", progress=False, report=False)
     assert s["injected"] and s["skipped"] == s["injected"]
@@ -238,6 +277,9 @@ def test_injected_nonfinite_steps_are_exactly_the_skipped_steps_and_change_nothi
 
 @pytest.mark.clause("TRN-INJ-001")
 def test_dynamic_scaler_skips_injected_steps_and_leaves_master_weights_untouched() -> None:
+    """Inputs: a 15-step amp-fp16 run with 30 % injection, stepped by hand. Expected: each
+    injected step not applied, the scale halved, every parameter unchanged; the skipped
+    list equals the injected steps. Pass: all."""
     cfg = replace(SMALL, precision="amp-fp16", steps=15, inject_nonfinite=0.3)
     run = Run(cfg, Corpus(load_corpus(None), cfg.context))
     seen = []
@@ -266,6 +308,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     (["--precision", "fp32", "--out", "/proc/ampref-no"], "not writable"),
 ])
 def test_bad_input_gives_one_clear_line_not_a_traceback(args: list[str], msg: str) -> None:
+    """Inputs: an unknown mode, an unknown compare mode, negative steps, injection without
+    a scaler, an unwritable out folder. Expected: exit 2 with the tabled message and no
+    traceback. Pass: each."""
     r = _cli(*args)
     assert r.returncode == 2
     assert msg in r.stderr and "Traceback" not in r.stderr
@@ -287,6 +332,9 @@ def test_bad_input_gives_one_clear_line_not_a_traceback(args: list[str], msg: st
     (["--bogus"], "unrecognized arguments"),
 ])
 def test_bad_flags_give_one_line_and_exit_2(args: list[str], msg: str, tmp_path: Path) -> None:
+    """Inputs: the tabled bad flag combinations (empty out, duplicate modes, misplaced
+    profile or static scale, sizes beyond memory, non-int steps, unknown flags). Expected:
+    exit 2, the message, one line, no traceback. Pass: each."""
     r = _cli(*args) if "--out" in args else _cli(*args, "--out", str(tmp_path / "o"))
     assert r.returncode == 2, r.stderr
     assert msg in r.stderr and "Traceback" not in r.stderr
@@ -295,6 +343,8 @@ def test_bad_flags_give_one_line_and_exit_2(args: list[str], msg: str, tmp_path:
 
 @pytest.mark.clause("TRN-ERR-001")
 def test_resume_without_a_run_refuses_before_creating_folders(tmp_path: Path) -> None:
+    """Inputs: --resume into a folder that does not exist. Expected: exit 2 saying there is
+    no checkpoint, and no folder created. Pass: both."""
     r = _cli("--resume", "--out", str(tmp_path / "missing" / "run"))
     assert r.returncode == 2 and "no checkpoint" in r.stderr
     assert not (tmp_path / "missing").exists()
@@ -303,6 +353,9 @@ def test_resume_without_a_run_refuses_before_creating_folders(tmp_path: Path) ->
 @pytest.mark.clause("TRN-RES-001")
 def test_resume_needs_only_out_because_the_checkpoint_stores_the_configuration(
         tmp_path: Path) -> None:
+    """Inputs: a 3-step deepspeed amp-fp16 run resumed with only --steps 6 and --out; a
+    resume with a different --batch. Expected: bitwise equal to a 6-step reference; exit 2
+    naming --batch 4 (stored 8). Pass: both."""
     base = ["--precision", "amp-fp16", "--profile", "deepspeed", "--steps", "6", "--batch", "8",
             "--context", "16", "--width", "32", "--heads", "2", "--checkpoint-every", "3",
             "--no-report", "--quiet"]
@@ -318,6 +371,8 @@ def test_resume_needs_only_out_because_the_checkpoint_stores_the_configuration(
 
 @pytest.mark.clause("TRN-DAT-002")
 def test_huge_data_files_are_read_up_to_a_cap_and_the_user_is_told(tmp_path: Path) -> None:
+    """Inputs: --data /dev/zero. Expected: exit 2, no traceback, a message that only the
+    first part was read and that it holds NUL characters. Pass: all."""
     r = _cli("--precision", "fp32", "--data", "/dev/zero", "--out", str(tmp_path / "z"), "--quiet")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "first part" in r.stderr and "NUL characters" in r.stderr
@@ -325,6 +380,8 @@ def test_huge_data_files_are_read_up_to_a_cap_and_the_user_is_told(tmp_path: Pat
 
 @pytest.mark.clause("TRN-ERR-001")
 def test_data_too_short_gives_one_clear_line(tmp_path: Path) -> None:
+    """Inputs: a 3-character data file. Expected: exit 2, 'too short', no traceback. Pass:
+    all."""
     f = tmp_path / "tiny.txt"
     f.write_text("abc")
     r = _cli("--precision", "fp32", "--data", str(f), "--out", str(tmp_path / "o"), "--quiet")
