@@ -127,3 +127,20 @@ def test_a_numpy_array_compares_as_a_tensor_of_its_dtype(dtype: str) -> None:
         for sym, op in OPS.items():
             _same(op(a, arr), op(ta, torch.as_tensor(arr)), f"{fmt} {sym} {dtype} array")
             _same(op(arr, a), op(torch.as_tensor(arr), ta), f"{dtype} array {sym} {fmt}")
+
+
+@pytest.mark.clause("ENG-INT-001")
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_argmax_and_argmin_take_torchs_shapes_and_indices(name: str) -> None:
+    """Inputs: a (3, 5) float tensor with ties, reduced over no dim, dim 0, dim 1, and dim
+    1 with keepdim. Expected: torch's indices and shapes (keepdim False by default: the dim
+    is dropped). Pass: equal shapes and values."""
+    torch = pytest.importorskip("torch")
+    vals = np.array([[1.0, 3.0, 3.0, -2.0, 0.5], [2.0, 2.0, -1.0, 4.0, 4.0],
+                     [0.0, -5.0, 7.0, 7.0, 1.0]])
+    a, ta = ampref.tensor(vals, "float32"), torch.tensor(vals, dtype=torch.float32)
+    for kw in ({}, {"dim": 0}, {"dim": 1}, {"dim": 1, "keepdim": True}):
+        got = getattr(a, name)(**kw)
+        want = getattr(ta, name)(**kw)
+        assert tuple(got.shape) == tuple(want.shape), (name, kw)
+        assert got.numpy().tolist() == want.numpy().tolist(), (name, kw)
