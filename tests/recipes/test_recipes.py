@@ -55,6 +55,11 @@ def _x(seed: int, shape: tuple[int, int]) -> np.ndarray:
 @pytest.mark.clause("REC-NV4-001", "REC-NV4-002", "REC-NV4-003", "REC-ELM-001", "REC-API-001")
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_nvfp4_te_equals_the_fraction_oracle(seed: int) -> None:
+    """Inputs: 4x64 float32 rows scaled by 2^-12..2^11 (seeds 0-2), NVFP4 under te.
+    Expected (exact fractions): S_enc = min(fl32(2688/amax), FLT_MAX), global scale
+    fl32(1/S_enc); each 16-block's E4M3 code rne_sat(fl32(amax_b * fl32(S_enc/6))); each
+    element rne_sat(fl32(v * multiplier)) in E2M1. Pass: global scale, every scale and
+    element code equal."""
     x = _x(seed, (4, 64))
     q = recipes.quantize(x, "nvfp4", profile="te")
     A = max(abs(F(float(v))) for v in x.reshape(-1))
@@ -77,6 +82,9 @@ def test_nvfp4_te_equals_the_fraction_oracle(seed: int) -> None:
 @pytest.mark.clause("REC-MX-002", "REC-ELM-001")
 @pytest.mark.parametrize("seed", [3, 4])
 def test_mxfp8_te_equals_the_fraction_oracle(seed: int) -> None:
+    """Inputs: 3x64 float32 rows (seeds 3, 4), MXFP8 E4M3 under te. Expected: per 32-block
+    d = fl32(amax * fl32(1/448)), scale code the smallest k with 2^k >= d (+127, clamped),
+    elements rne_sat(fl32(v * 2^-k)) in E4M3. Pass: every scale and element code equal."""
     x = _x(seed, (3, 64))
     q = recipes.quantize(x, "mxfp8_e4m3", profile="te")
     for i in range(3):
@@ -95,6 +103,9 @@ def test_mxfp8_te_equals_the_fraction_oracle(seed: int) -> None:
 
 @pytest.mark.clause("REC-SCL-001", "REC-SCL-004", "REC-TIL-001")
 def test_fp8_block_te_power_of_two_scales_equal_the_oracle() -> None:
+    """Inputs: 3x200 float32 rows: one full and one zero-padded 1x128 block each. Expected:
+    scale 2^p with p the largest power of two <= fl32(448/amax), stored as fl32(1/2^p);
+    elements rne_sat(fl32(v * 2^p)) in E4M3. Pass: scales and codes equal."""
     x = _x(5, (3, 200))  # 200 = one full and one partial (zero padded) 1x128 block
     q = recipes.quantize(x, "fp8_block", profile="te")
     assert q.scales.shape == (3, 2)
@@ -119,6 +130,11 @@ ALL = [(r, p) for r in recipes.RECIPES for p in recipes.PROFILES
 @pytest.mark.clause("REC-API-001", "REC-DEQ-001", "REC-AMX-001", "REC-CAT-001", "REC-PRF-001")
 @pytest.mark.parametrize("recipe,profile", ALL)
 def test_every_recipe_edge_cases(recipe: str, profile: str) -> None:
+    """Inputs: every (recipe, profile) pair on zeros, on ones with one 1e30 element, on a
+    -0/1 pattern. Expected: +0 codes for zeros (torchao NVFP4 aside); finite values with
+    the huge element kept, other blocks exact (per-tensor scales flush 1.0); -0 kept or
+    made +0 as the profile says; dequantize equal to ml_dtypes' decoding times the scales.
+    Pass: all, bitwise for dequantize."""
     shape = (32, 256) if recipe != "fp8_block" else (128, 256)
     z = recipes.quantize(np.zeros(shape, np.float32), recipe, profile=profile)
     if not (profile == "torchao" and recipe == "nvfp4"):  # torchao: 0/0 scales (REC-NV4-001)
@@ -153,6 +169,9 @@ def test_every_recipe_edge_cases(recipe: str, profile: str) -> None:
 
 @pytest.mark.clause("REC-MX-002", "REC-MX-001", "REC-AMX-001")
 def test_te_mx_special_amax_codes() -> None:
+    """Inputs: 4x32 ones with an inf, a NaN and a subnormal row under te and ocp. Expected:
+    te scale codes 0x77, 0xFE, 0x77, 0x00 (fmaxf ignores NaN, which stays in its element);
+    ocp codes 0xFF for inf and NaN blocks. Pass: each."""
     x = np.ones((4, 32), np.float32)
     x[1, 0], x[2, 0] = np.inf, np.nan
     x[3] = 1e-41  # subnormal amax: d <= 2^-127 gives code 0
@@ -165,6 +184,8 @@ def test_te_mx_special_amax_codes() -> None:
 
 @pytest.mark.clause("REC-ELM-001", "REC-NV4-003")
 def test_nvfp4_midpoints_round_to_even_and_te_reference_positive_zero() -> None:
+    """Inputs: E2M1 midpoints 0.25..5.0 and 6.0, with a -0. Expected: te codes 0, 2, 2, 4,
+    4, 6, 6, 7 (ties to even) and 0x8 for -0; te-reference gives 0 for -0. Pass: equal."""
     mid = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0] * 2, np.float32)
     mid[8] = -0.0
     q = recipes.quantize(mid[None], "nvfp4", profile="te")
@@ -175,6 +196,10 @@ def test_nvfp4_midpoints_round_to_even_and_te_reference_positive_zero() -> None:
 
 @pytest.mark.clause("REC-SR-001", "REC-SR-002")
 def test_stochastic_rounding_uses_one_byte_per_element_as_te() -> None:
+    """Inputs: a 1x16 NVFP4 block with words supplying bytes 0x80, 0xFF, 0x00 to elements
+    1-3; seeded runs; 512 rows of 1.25. Expected: TE's formula t = fl32(|x| + byte/256
+    step) truncated to the grid (exact fractions); the same codes for the same seed; a mean
+    within 0.01 of 1.25 (unbiased). Pass: all."""
     x = np.full((1, 16), 0.3, np.float32) * np.float32(6)  # block amax -> multiplier 1
     x[0, 0] = 6.0
     words = np.array([0x00FF8040, 0, 0, 0], np.uint32)
@@ -235,6 +260,10 @@ def test_stochastic_e2m1_rounds_up_exactly_when_the_byte_reaches_the_gap() -> No
 
 @pytest.mark.clause("REC-RHT-001")
 def test_hadamard_is_te_signed_sylvester_and_orthogonal() -> None:
+    """Inputs: the 16x16 Hadamard matrix; a 2x32 block transformed with exact accumulation;
+    NVFP4 with hadamard=True. Expected: H H^T = 16 I, TE's sign vector as first column, the
+    transform equal to float64 x H / 4 rounded once, amax taken after the transform. Pass:
+    all."""
     h = recipes.hadamard_matrix()
     assert np.array_equal(h @ h.T, 16 * np.eye(16))
     assert h[:, 0].tolist() == list(recipes.hadamard.SIGNS)
@@ -248,6 +277,9 @@ def test_hadamard_is_te_signed_sylvester_and_orthogonal() -> None:
 
 @pytest.mark.clause("REC-CMP-001")
 def test_compare_names_the_block_scale_rule_between_te_and_torchao() -> None:
+    """Inputs: 16x64 data compared under te, torchao and ocp for NVFP4. Expected: ocp
+    skipped with a reason; one pair with differing scales and elements, each cause naming a
+    REC clause, and a printable first difference in hex. Pass: all."""
     x = _x(9, (16, 64))
     c = recipes.compare(x, "nvfp4", ("te", "torchao", "ocp"))
     assert c.skipped == {"ocp": "ocp has no nvfp4"}
@@ -259,6 +291,9 @@ def test_compare_names_the_block_scale_rule_between_te_and_torchao() -> None:
 
 @pytest.mark.clause("REC-GEM-001")
 def test_fp8_block_gemm_follows_te_fma_order() -> None:
+    """Inputs: 2x256 and 3x256 FP8 1x128-block operands. Expected: per 128-block partial
+    sums fl32(exact sum), then acc = fl32(fl32(part * sa) * sb + acc) in block order (exact
+    fractions). Pass: every output equal."""
     a, b = _x(10, (2, 256)), _x(11, (3, 256))
     qa = recipes.quantize(a, "fp8_block", tile=(1, 128))
     qb = recipes.quantize(b, "fp8_block", tile=(1, 128))
@@ -277,6 +312,9 @@ def test_fp8_block_gemm_follows_te_fma_order() -> None:
 
 @pytest.mark.clause("REC-GEM-002")
 def test_nvfp4_gemm_is_decode_then_exact_accumulate_times_alpha() -> None:
+    """Inputs: 2x32 and 2x32 NVFP4 operands. Expected: elements times block scales decoded
+    by ml_dtypes, the exact dot rounded to float32, times alpha = fl32(global_a *
+    global_b), rounded once. Pass: every output equal."""
     a, b = _x(12, (2, 32)), _x(13, (2, 32))
     qa, qb = recipes.quantize(a, "nvfp4"), recipes.quantize(b, "nvfp4")
     y = recipes.matmul(qa, qb)
@@ -296,6 +334,10 @@ def test_nvfp4_gemm_is_decode_then_exact_accumulate_times_alpha() -> None:
 
 @pytest.mark.clause("REC-API-002")
 def test_bad_input_names_the_value_and_the_choices() -> None:
+    """Inputs: unknown recipe, profile, option, tile; stochastic without seed and on MX;
+    integer data; an unknown scale rule; 3-D data with 2-D tiles; bad epsilon, fp8_format
+    and pow2; a Hadamard size not a multiple of 16. Expected: ValueError/TypeError naming
+    the value and the choices. Pass: each message matches."""
     x = np.ones((16, 32), np.float32)
     with pytest.raises(ValueError, match="unknown recipe 'nvfp5'; choose one of nvfp4"):
         recipes.quantize(x, "nvfp5")
@@ -332,6 +374,9 @@ def test_bad_input_names_the_value_and_the_choices() -> None:
 
 @pytest.mark.clause("REC-PRF-001")
 def test_a_user_profile_is_a_row_of_data() -> None:
+    """Inputs: te's profile with amax='torch' as a user's row; a block with a NaN.
+    Expected: the user's profile gives the NaN scale code 0xFF, te's fmaxf does not. Pass:
+    both."""
     from dataclasses import replace
     mine = replace(recipes.PROFILES["te"], name="te-torch-amax", amax="torch")
     x = _x(19, (2, 32))
@@ -343,6 +388,8 @@ def test_a_user_profile_is_a_row_of_data() -> None:
 
 @pytest.mark.clause("REC-NV4-005")
 def test_row_scaled_nvfp4_has_one_global_scale_per_row_equal_to_each_row_alone() -> None:
+    """Inputs: 4x64 data with row_scaled=True. Expected: 4 global scales; each row's codes
+    and global scale equal that row quantized alone. Pass: equal."""
     x = _x(15, (4, 64))
     q = recipes.quantize(x, "nvfp4", row_scaled=True)
     assert q.global_scale.shape == (4,)
@@ -380,6 +427,9 @@ def test_mx_32x32_tiles_scale_and_round_all_1024_elements_of_a_tile_together() -
 
 @pytest.mark.clause("REC-GEM-002")
 def test_nvfp4_gemm_under_the_h100_tensor_core_model_is_within_its_rigorous_bound() -> None:
+    """Inputs: 4x64 and 3x64 NVFP4 operands multiplied under tensorcore:h100. Expected:
+    |result - exact * alpha| within the model's error bound times alpha plus one float32
+    rounding. Pass: every element within."""
     from ampref import error_bound
     qa, qb = recipes.quantize(_x(17, (4, 64)), "nvfp4"), recipes.quantize(_x(18, (3, 64)), "nvfp4")
     tc = recipes.matmul(qa, qb, accumulation="tensorcore:h100")
@@ -397,6 +447,10 @@ def test_nvfp4_gemm_under_the_h100_tensor_core_model_is_within_its_rigorous_boun
 
 @pytest.mark.clause("REC-NV4-001", "REC-AMX-001")
 def test_nvfp4_te_global_scale_special_cases() -> None:
+    """Inputs: all zeros (te and te-reference), an inf, a NaN, a subnormal amax. Expected:
+    global scale 1 for zeros (te) and 1/FLT_MAX (te-reference); 1 for inf with the inf
+    element +6; 1/2688 with NaN elements +max; 1/FLT_MAX for the subnormal amax. Pass:
+    each."""
     zero = recipes.quantize(np.zeros((2, 16), np.float32), "nvfp4")
     assert float(zero.global_scale) == 1.0  # amax 0 -> S_enc 1 (the kernel's rule)
     ref = recipes.quantize(np.zeros((2, 16), np.float32), "nvfp4", profile="te-reference")
