@@ -19,6 +19,10 @@ from ampref.testing import assert_bitwise_equal
 @pytest.mark.clause("FMT-API-003")
 @pytest.mark.parametrize("dtype", [">f8", "<f8", ">f4"])
 def test_byte_swapped_input_rounds_once_from_its_exact_value(dtype: str) -> None:
+    """Inputs: big- and little-endian float64 and big-endian float32 arrays (1 + 2^-8 +
+    2^-24, -3.0000001, 1e-40). Expected: the same bf16 results as the native array,
+    1.0078125 for the first float64 value (one rounding), the same through ampref.tensor.
+    Pass: bitwise equal."""
     x = np.array([1 + 2**-8 + 2**-24, -3.0000001, 1e-40], dtype=dtype)
     native = x.astype(x.dtype.newbyteorder("="))
     assert_bitwise_equal(ampref.quantize(x, "bf16"), ampref.quantize(native, "bf16"))
@@ -30,6 +34,9 @@ def test_byte_swapped_input_rounds_once_from_its_exact_value(dtype: str) -> None
 
 @pytest.mark.clause("FMT-API-003")
 def test_longdouble_input_is_used_when_exact_and_refused_when_not() -> None:
+    """Inputs: a longdouble holding a float64 value; where longdouble is wider, 1 + 2^-60.
+    Expected: 1.0078125 for the first; ValueError saying element 0 is not a float64 value
+    from quantize and tensor. Pass: each."""
     exact = np.array([1 + 2**-8 + 2**-24], dtype=np.longdouble)
     assert ampref.quantize(exact, "bf16")[0] == 1.0078125
     if np.finfo(np.longdouble).nmant > 52:  # x86 80-bit or quad: a non-float64 value exists
@@ -42,6 +49,9 @@ def test_longdouble_input_is_used_when_exact_and_refused_when_not() -> None:
 
 @pytest.mark.clause("API-ERR-001")
 def test_format_arguments_accept_names_everywhere_and_codes_must_fit() -> None:
+    """Inputs: value_table('bf16') and ('float32'); code 300 for e4m3; complex arrays to
+    assert_bitwise_equal. Expected: 1.0 at 0x3F80; ValueError for 32 bits and for the code
+    (index and format named); TypeError naming complex128. Pass: each."""
     assert ampref.value_table("bf16")[0x3F80] == 1.0
     with pytest.raises(ValueError, match="at most 16 bits, float32 has 32"):
         ampref.value_table("float32")
@@ -59,6 +69,9 @@ def test_format_arguments_accept_names_everywhere_and_codes_must_fit() -> None:
     lambda a: ampref.tensorcore.dot(a, np.ones(2), gpu="h100", input_format="fp16"),
 ], ids=["error_bound", "accumulation.dot", "tensorcore.dot"])
 def test_dot_products_and_bounds_refuse_scalars_and_none(call: object) -> None:
+    """Inputs: a NumPy scalar and None as the first operand of error_bound,
+    accumulation.dot, tensorcore.dot. Expected: ValueError (needs a dimension) and
+    TypeError (None). Pass: both for each call."""
     with pytest.raises(ValueError, match="must have at least one dimension"):
         call(np.float64(2.0))  # type: ignore[operator]
     with pytest.raises(TypeError, match="must be an array of numbers, got None"):
@@ -68,6 +81,8 @@ def test_dot_products_and_bounds_refuse_scalars_and_none(call: object) -> None:
 @pytest.mark.clause("API-ERR-001")
 @pytest.mark.parametrize("model", ["sequential", "exact", "tensorcore:h100", "tensorcore:a100"])
 def test_a_zero_size_matmul_gives_the_addend_under_every_model(model: str) -> None:
+    """Inputs: (2, 0) @ (0, 3) with an addend C under sequential, exact, tensorcore:h100,
+    tensorcore:a100. Expected: C rounded to float32. Pass: bitwise equal."""
     c = np.array([[1.5, -2.0, 0.0], [3.0, 1e-3, 7.0]])
     d = ampref.matmul(np.zeros((2, 0)), np.zeros((0, 3)), c, input_format="fp16",
                       accumulation=model)
@@ -76,6 +91,9 @@ def test_a_zero_size_matmul_gives_the_addend_under_every_model(model: str) -> No
 
 @pytest.mark.clause("API-ERR-001")
 def test_zero_sizes_and_bad_recipe_arguments_name_the_value() -> None:
+    """Inputs: Linear(0, 3), MultiheadAttention(8, 0), MX block 0 and format fp16, per-
+    tensor scales 0, -1, NaN, inf, 1e39, DelayedScaling.update(None). Expected:
+    ValueError/TypeError naming each value. Pass: each message matches."""
     with pytest.raises(ValueError, match="in_features must be an int >= 1, got 0"):
         nn.Linear(0, 3)
     with pytest.raises(ValueError, match="num_heads must be an int >= 1, got 0"):
@@ -93,6 +111,9 @@ def test_zero_sizes_and_bad_recipe_arguments_name_the_value() -> None:
 
 @pytest.mark.clause("API-ERR-001")
 def test_optimizer_arguments_and_state_are_validated() -> None:
+    """Inputs: SGD momentum 1.5, Adam eps 0, an empty state dict; SGD positional (lr,
+    momentum, dampening). Expected: ValueErrors naming the values and the expected keys;
+    the positional call maps as torch's. Pass: all."""
     p = ampref.tensor(np.ones(3), requires_grad=True)
     with pytest.raises(ValueError, match=r"momentum must be a number in \[0, 1\), got 1.5"):
         optim.SGD([p], lr=0.1, momentum=1.5)
@@ -120,6 +141,9 @@ def test_optimizer_arguments_and_state_are_validated() -> None:
 ])
 def test_malformed_policy_files_are_refused_with_the_fault_named(
         tmp_path: Path, text: str, err: str) -> None:
+    """Inputs: four malformed policy TOMLs (a string category, numbers as ops, a numeric
+    dtype, numeric advice). Expected: ValueError naming the fault. Pass: each message
+    matches."""
     f = tmp_path / "p.toml"
     f.write_text(text)
     with pytest.raises(ValueError, match=err):
@@ -128,6 +152,8 @@ def test_malformed_policy_files_are_refused_with_the_fault_named(
 
 @pytest.mark.clause("API-ERR-001", "AUT-JMP-001")
 def test_non_utf8_policy_files_and_repeated_jmp_keys_are_refused(tmp_path: Path) -> None:
+    """Inputs: a non-UTF-8 policy file; 'params=f32,p=f16'; load_policy(3). Expected:
+    ValueError (not UTF-8), ValueError (params twice), TypeError (int). Pass: each."""
     f = tmp_path / "p.toml"
     f.write_bytes(b'name = "\xff\xfe"\n')
     with pytest.raises(ValueError, match="is not UTF-8 text"):
@@ -140,6 +166,8 @@ def test_non_utf8_policy_files_and_repeated_jmp_keys_are_refused(tmp_path: Path)
 
 @pytest.mark.clause("API-ERR-001", "SCL-AUD-002")
 def test_export_into_a_missing_folder_names_the_folder_not_a_temporary_file(tmp_path: Path) -> None:
+    """Inputs: an audit export into a folder that does not exist. Expected:
+    FileNotFoundError naming the missing folder, not a .tmp- file. Pass: both."""
     s = ampref.LossScaler.from_profile("torch")
     s.update(False)
     target = tmp_path / "missing" / "audit.csv"
@@ -150,6 +178,8 @@ def test_export_into_a_missing_folder_names_the_folder_not_a_temporary_file(tmp_
 
 @pytest.mark.clause("API-ERR-001")
 def test_flags_must_be_bools_not_truthy_strings() -> None:
+    """Inputs: sum keepdim 'yes', dropout training 'no', update found_inf 'False'.
+    Expected: TypeError naming each flag. Pass: each."""
     x = ampref.tensor(np.ones((2, 3)))
     with pytest.raises(TypeError, match="keepdim must be a bool"):
         F.sum(x, 0, "yes")  # type: ignore[arg-type]

@@ -29,6 +29,9 @@ def eight_elements(planted: dict[int, float] | None = None) -> list[np.ndarray]:
 @pytest.mark.clause("DPL-TRN-002")
 @pytest.mark.parametrize("name", sorted(DP_PROFILES))
 def test_one_rank_gets_its_own_gradient_back_bit_for_bit(name: str) -> None:
+    """Inputs: one rank's gradients at 1e-30 and 1e30 scales, every data-parallel profile.
+    Expected: the reduced gradients equal the rank's own, found_inf 0, no skip. Pass:
+    bitwise equal."""
     g = np.random.default_rng(1)
     local = [(g.standard_normal((5, 3)) * 1e-30).astype(np.float32),
              (g.standard_normal(7) * 1e30).astype(np.float32)]
@@ -40,6 +43,9 @@ def test_one_rank_gets_its_own_gradient_back_bit_for_bit(name: str) -> None:
 
 @pytest.mark.clause("DPL-INF-002", "DPL-LAY-002")
 def test_sum_agreement_counts_ranks_by_where_the_inf_lands_not_who_planted_it() -> None:
+    """Inputs: four FSDP1 ranks; ranks 0, 1, 2 plant inf at flat 7, 0, 6 (shards of ranks
+    3, 0, 3). Expected: triggered_by [0, 1, 2], flagged_by [0, 3], found_inf 2 on every
+    rank, skip. Pass: all."""
     # rank 0 plants at flat 7 (owned by rank 3), rank 1 at flat 0 (rank 0), rank 2 at flat 6
     # (rank 3 again): two shards hold an inf
     per_rank = [eight_elements({7: np.inf}), eight_elements({0: np.inf}),
@@ -52,6 +58,8 @@ def test_sum_agreement_counts_ranks_by_where_the_inf_lands_not_who_planted_it() 
 @pytest.mark.clause("DPL-INF-004")
 @pytest.mark.parametrize("name", ["torch-fsdp2", "megatron", "deepspeed"])
 def test_max_agreement_gives_one_on_every_rank(name: str) -> None:
+    """Inputs: four ranks, an inf at flat 7 and a NaN at flat 0, under fsdp2, megatron,
+    deepspeed. Expected: flagged_by [0, 3] and found_inf 1 everywhere. Pass: both."""
     per_rank = [eight_elements({7: np.inf}), eight_elements({0: np.nan}), eight_elements(),
                 eight_elements()]
     res = data_parallel_step(per_rank, get_dp(name))
@@ -60,6 +68,8 @@ def test_max_agreement_gives_one_on_every_rank(name: str) -> None:
 
 @pytest.mark.clause("DPL-INF-001")
 def test_a_full_check_flags_every_rank_and_keeps_each_ranks_own_value() -> None:
+    """Inputs: four DDP ranks, a NaN planted by rank 2. Expected: triggered_by [2]; every
+    rank flagged (the full reduced gradient holds the NaN); found_inf 1 on each. Pass: all."""
     per_rank = [eight_elements(), eight_elements(), eight_elements({3: np.nan}), eight_elements()]
     res = data_parallel_step(per_rank, get_dp("torch-ddp"))
     assert res.triggered_by == [2] and res.flagged_by == [0, 1, 2, 3]
@@ -68,6 +78,9 @@ def test_a_full_check_flags_every_rank_and_keeps_each_ranks_own_value() -> None:
 
 @pytest.mark.clause("DPL-INF-001", "DPL-DIV-001")
 def test_a_post_divided_sum_can_overflow_where_a_pre_divided_one_does_not() -> None:
+    """Inputs: two ranks with 3e38 each, DDP (pre-divide) and apex (post-divide). Expected:
+    DDP reduces to 3e38 without skipping; apex's sum overflows to inf and skips with no
+    rank having triggered. Pass: all."""
     big = float(np.float32(3e38))
     per_rank = [grads([big]), grads([big])]
     pre = data_parallel_step(per_rank, get_dp("torch-ddp"))     # 1.5e38 + 1.5e38 = 3e38
@@ -78,6 +91,8 @@ def test_a_post_divided_sum_can_overflow_where_a_pre_divided_one_does_not() -> N
 
 @pytest.mark.clause("DPL-INF-005")
 def test_deepspeeds_sum_test_fires_on_finite_gradients_whose_sum_overflows() -> None:
+    """Inputs: finite gradients [2e38, 2e38] (sum overflows float32) and [2e38, -2e38].
+    Expected: deepspeed skips the first only; megatron never. Pass: each."""
     local = grads([2e38, 2e38], [1.0])  # finite; the float32 sum 4e38 is not
     assert data_parallel_step([local], get_dp("deepspeed")).skip
     assert not data_parallel_step([local], get_dp("megatron")).skip
@@ -86,6 +101,9 @@ def test_deepspeeds_sum_test_fires_on_finite_gradients_whose_sum_overflows() -> 
 
 @pytest.mark.clause("DPL-DIV-001")
 def test_three_ranks_multiply_by_a_rounded_third_or_divide_by_three() -> None:
+    """Inputs: three ranks, two zero; DDP averaging by multiplying with fl32(1/3) and by
+    dividing by 3. Expected: x * fl32(1/3) rounded once, and x / 3 rounded once (float64
+    oracle), differing somewhere. Pass: bitwise equal to each, and some element differs."""
     g = np.random.default_rng(5)
     per_rank = [[g.standard_normal(4000).astype(np.float32)] for _ in range(3)]
     zero = [[np.zeros(4000, np.float32)] for _ in range(2)]
@@ -102,6 +120,9 @@ def test_three_ranks_multiply_by_a_rounded_third_or_divide_by_three() -> None:
 
 @pytest.mark.clause("DPL-DIV-001")
 def test_divide_factors_per_semantics() -> None:
+    """Inputs: rank counts 3, 4, 8 and reduce dtypes under ddp, apex, fsdp1, fsdp2.
+    Expected: (pre, post) = (4, 1), (1, 4), (2, 2), (2, 1.5), (1, 8) bf16, (4, 2) fp16.
+    Pass: equal."""
     assert divide_factors(get_dp("torch-ddp"), 4, "float32") == (4.0, 1.0)
     assert divide_factors(get_dp("apex"), 4, "float32") == (1.0, 4.0)
     assert divide_factors(get_dp("torch-fsdp1"), 4, "float32") == (2.0, 2.0)
@@ -112,6 +133,9 @@ def test_divide_factors_per_semantics() -> None:
 
 @pytest.mark.clause("DPL-LAY-001")
 def test_ddp_buckets_close_at_the_cap_in_registration_then_reverse_order() -> None:
+    """Inputs: sizes 300,000, 10, 300,000 floats with caps 1 MiB and 25 MiB; two tiny
+    parameters. Expected: [[0], [1, 2]] on the first iteration, [[2], [1, 0]] rebuilt, [[1,
+    0]]. Pass: equal."""
     caps = (1 << 20, 25 << 20)
     sizes = [300_000, 10, 300_000]  # 1.2 MB, 40 B, 1.2 MB of float32
     assert buckets(sizes, caps, rebuilt=False) == [[0], [1, 2]]
@@ -121,6 +145,8 @@ def test_ddp_buckets_close_at_the_cap_in_registration_then_reverse_order() -> No
 
 @pytest.mark.clause("DPL-ERR-001")
 def test_no_ranks_mismatched_shapes_and_unknown_dtypes_are_refused() -> None:
+    """Inputs: no ranks; ranks with different shapes; reduce dtype float64. Expected:
+    ValueError naming each problem and the allowed dtypes. Pass: each."""
     with pytest.raises(ValueError, match="at least one rank"):
         data_parallel_step([], get_dp("torch-ddp"))
     with pytest.raises(ValueError, match=r"rank 1's gradients have shapes \[\(3,\)\]"):
@@ -131,6 +157,9 @@ def test_no_ranks_mismatched_shapes_and_unknown_dtypes_are_refused() -> None:
 
 @pytest.mark.clause("DPL-ERR-001")
 def test_counts_and_caps_are_checked_before_any_arithmetic() -> None:
+    """Inputs: ring_chunks with 0 ranks and 2.5 elements; divide_factors with 0 ranks;
+    buckets with no cap and a zero cap. Expected: ValueError/TypeError naming the value.
+    Pass: each."""
     from ampref.distributed import ring_chunks
 
     with pytest.raises(ValueError, match="ranks must be an int >= 1, got 0"):

@@ -51,6 +51,9 @@ def _run_example(name: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.clause("SCL-GSC-002")
 def test_fp16_example_skips_the_planted_steps_with_torchs_scale_trajectory(tmp_path: Path) -> None:
+    """Inputs: examples/amp_fp16_gradscaler.py with its planted overflow steps. Expected:
+    the skipped steps are the planted ones, scales and skips equal the trajectory recorded
+    from torch's GradScaler, and the loss halves. Pass: all."""
     out = tmp_path / "traj.json"
     r = _run_example("amp_fp16_gradscaler.py", "--json", str(out))
     assert r.returncode == 0, r.stderr
@@ -62,6 +65,9 @@ def test_fp16_example_skips_the_planted_steps_with_torchs_scale_trajectory(tmp_p
 
 @pytest.mark.clause("SCL-GSC-002")
 def test_fp16_example_trajectory_equals_live_torch_gradscaler(tmp_path: Path) -> None:
+    """Inputs: the example with three plant sets (none, a run at the start, scattered).
+    Expected: scales and skipped steps equal the installed torch's GradScaler on the same
+    flags. Pass: equal for each set."""
     pytest.importorskip("torch")
     rec = _script(ROOT / "scripts" / "record_gradscaler_example.py")
     for planted in ([5, 6, 13], [0, 1, 2, 3, 9], []):
@@ -76,6 +82,8 @@ def test_fp16_example_trajectory_equals_live_torch_gradscaler(tmp_path: Path) ->
 
 @pytest.mark.clause("AUT-CTX-003")
 def test_bf16_example_runs_and_trains() -> None:
+    """Inputs: examples/amp_bf16.py. Expected: exit 0 and bf16 logits with a float32 loss
+    printed. Pass: both."""
     r = _run_example("amp_bf16.py")
     assert r.returncode == 0, r.stderr
     assert "logits bfloat16, loss float32" in r.stdout
@@ -84,6 +92,9 @@ def test_bf16_example_runs_and_trains() -> None:
 # ------------------------------------------------------------------------- GradScaler
 @pytest.mark.clause("SCL-GSC-001")
 def test_gradscaler_misuse_raises_torchs_errors() -> None:
+    """Inputs: update before any inf check, double unscale_, double step, unscale_ after
+    step, a closure, step without inf checks, device 'tpu', enabled='no'. Expected: torch's
+    RuntimeError messages; ValueError and TypeError for the arguments. Pass: each."""
     model, opt = _model_and_optimizer()
     scaler = ampref.amp.GradScaler("cpu")
     with pytest.raises(RuntimeError, match="No inf checks were recorded prior to update."):
@@ -113,6 +124,9 @@ def test_gradscaler_misuse_raises_torchs_errors() -> None:
 
 @pytest.mark.clause("SCL-GSC-001")
 def test_gradscaler_step_tells_whether_the_step_was_skipped() -> None:
+    """Inputs: a step with a NaN gradient (return_found_inf=True), then a clean step.
+    Expected: True (inf found), parameters unchanged, scale 8 -> 4; the clean step returns
+    the optimizer's own True. Pass: all."""
     model, opt = _model_and_optimizer()
     scaler = ampref.amp.GradScaler("cpu", init_scale=8.0)
     _backward(model, scaler)
@@ -131,6 +145,10 @@ def test_gradscaler_step_tells_whether_the_step_was_skipped() -> None:
 
 @pytest.mark.clause("SCL-GSC-001", "SCL-STA-001")
 def test_gradscaler_state_dict_is_torchs_and_disabled_scalers_pass_through() -> None:
+    """Inputs: GradScaler(init 256, interval 3); a disabled scaler; an empty dict to load;
+    update(new_scale=1024) and NaN. Expected: torch's five keys and getters; the disabled
+    scaler returns the loss itself, scale 1, {}; RuntimeError for the empty dict; 1024
+    logged as 'set'; ValueError for NaN. Pass: all."""
     scaler = ampref.amp.GradScaler("cpu", init_scale=256.0, growth_interval=3)
     assert scaler.state_dict() == {"scale": 256.0, "growth_factor": 2.0, "backoff_factor": 0.5,
                                    "growth_interval": 3, "_growth_tracker": 0}
@@ -150,6 +168,8 @@ def test_gradscaler_state_dict_is_torchs_and_disabled_scalers_pass_through() -> 
 
 @pytest.mark.clause("SCL-GSC-001")
 def test_gradscaler_state_dict_moves_to_and_from_torch() -> None:
+    """Inputs: our state dict loaded into torch's CPU GradScaler and back. Expected: torch
+    reads scale 512 and interval 7; the round trip returns the same dict. Pass: both."""
     torch = pytest.importorskip("torch")
     ours = ampref.amp.GradScaler("cpu", init_scale=512.0, growth_interval=7)
     real = torch.amp.GradScaler("cpu")
@@ -162,6 +182,9 @@ def test_gradscaler_state_dict_moves_to_and_from_torch() -> None:
 
 @pytest.mark.clause("SCL-GSC-001")
 def test_other_profiles_run_behind_the_same_front_door() -> None:
+    """Inputs: GradScaler(profile='megatron') with two overflowing steps; an apex factor
+    override. Expected: 2^32 and 1000 defaults, actions skip then backoff (hysteresis 2);
+    ValueError for the fixed factor. Pass: all."""
     scaler = ampref.amp.GradScaler("cpu", profile="megatron")
     assert scaler.get_scale() == 2.0**32 and scaler.get_growth_interval() == 1000
     model, opt = _model_and_optimizer()
@@ -179,6 +202,8 @@ def test_other_profiles_run_behind_the_same_front_door() -> None:
 # --------------------------------------------------------------- clip_grad_norm_
 @pytest.mark.clause("SCL-CLP-001")
 def test_clip_grad_norm_refuses_gradients_still_multiplied_by_the_scale() -> None:
+    """Inputs: scaled gradients before and after unscale_. Expected: RuntimeError naming
+    the scale 65536 before; clipping works after (marks cleared). Pass: both."""
     model, opt = _model_and_optimizer()
     scaler = ampref.amp.GradScaler("cpu")
     _backward(model, scaler)
@@ -192,6 +217,9 @@ def test_clip_grad_norm_refuses_gradients_still_multiplied_by_the_scale() -> Non
 
 @pytest.mark.clause("SCL-CLP-001")
 def test_clip_grad_norm_returns_the_float64_norm_and_clips_to_max_norm() -> None:
+    """Inputs: two random gradients, max_norm 0.5; the inf norm with max 100. Expected: the
+    total norm within 2^-48 of the exact rational norm; clipped norm within 1e-6 of 0.5;
+    the inf norm the largest |g|. Pass: all."""
     rng = np.random.default_rng(3)
     ps = [ampref.tensor(rng.standard_normal(s), requires_grad=True) for s in ((3, 4), (5,))]
     for p in ps:
@@ -207,6 +235,9 @@ def test_clip_grad_norm_returns_the_float64_norm_and_clips_to_max_norm() -> None
 
 @pytest.mark.clause("SCL-CLP-001")
 def test_clip_grad_norm_reports_a_nonfinite_norm_and_rejects_bad_arguments() -> None:
+    """Inputs: an inf gradient; error_if_nonfinite; an array parameter; a float; max_norm
+    0. Expected: inf returned and the gradient untouched; RuntimeError; TypeErrors naming
+    the parameter and the type; ValueError for 0. Pass: each."""
     p = ampref.tensor([1.0, 2.0], requires_grad=True)
     p.grad = np.array([np.inf, 1.0], np.float32)
     assert nn.utils.clip_grad_norm_(p, 1.0) == np.inf and p.grad[0] == np.inf
@@ -223,6 +254,10 @@ def test_clip_grad_norm_reports_a_nonfinite_norm_and_rejects_bad_arguments() -> 
 # --------------------------------------------------------------- autocast, zero_grad
 @pytest.mark.clause("AUT-CTX-003")
 def test_autocast_takes_torchs_device_type_and_one_name_means_one_thing() -> None:
+    """Inputs: linear and softmax under autocast('cuda', float16) and autocast('cpu');
+    device 'xla'; enabled=1; ampref.amp.autocast. Expected: fp16 linear and fp32 softmax
+    (CUDA lists); bf16 for both on CPU; ValueError and TypeError; one autocast object, no
+    ampref.autocast module. Pass: all."""
     x = ampref.tensor(np.ones((2, 3)))
     w = ampref.tensor(np.ones((4, 3)), requires_grad=True)
     with ampref.autocast(device_type="cuda", dtype=ampref.float16):
@@ -245,6 +280,8 @@ def test_autocast_takes_torchs_device_type_and_one_name_means_one_thing() -> Non
 
 @pytest.mark.clause("ENG-OPT-005")
 def test_zero_grad_sets_none_by_default_or_zeros() -> None:
+    """Inputs: gradients after a backward; zero_grad(set_to_none=False), then
+    model.zero_grad(). Expected: zero arrays, then None. Pass: both."""
     model, opt = _model_and_optimizer()
     _backward(model, ampref.amp.GradScaler("cpu", enabled=False))
     opt.zero_grad(set_to_none=False)
