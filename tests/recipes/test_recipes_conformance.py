@@ -74,6 +74,10 @@ def _cases(prefix: str) -> list[str]:
 @pytest.mark.clause("REC-NV4-001", "REC-NV4-002", "REC-NV4-003", "REC-ELM-001", "REC-AMX-001")
 @pytest.mark.parametrize("key", _cases("te-reference/nvfp4/"))
 def test_nvfp4_matches_te_python_reference_bitwise(key: str) -> None:
+    """Inputs: each recorded input (mixed, midpoints, zeros, -0, subnormal, huge, one big,
+    NaN, inf) quantized to NVFP4 under te-reference with the recorded tile. Expected: the
+    element and E4M3 scale codes TE's Python reference produced
+    (tests/data/recipe_vectors.npz). Pass: bitwise equal (scale NaN codes canonicalised)."""
     v = _vectors()
     _, _, tile, name = key.split("/")
     r, c = map(int, tile.split("x"))
@@ -87,6 +91,8 @@ def test_nvfp4_matches_te_python_reference_bitwise(key: str) -> None:
 @pytest.mark.clause("REC-NV4-004", "REC-ELM-002")
 @pytest.mark.parametrize("key", _cases("te-reference/fos/"))
 def test_nvfp4_4over6_matches_te_python_reference_bitwise(key: str) -> None:
+    """Inputs: the recorded inputs with four_over_six=True under te-reference. Expected:
+    TE's recorded scale and element codes. Pass: bitwise equal."""
     v = _vectors()
     _, _, tile, name = key.split("/")
     r, c = map(int, tile.split("x"))
@@ -101,6 +107,8 @@ def test_nvfp4_4over6_matches_te_python_reference_bitwise(key: str) -> None:
 @pytest.mark.clause("REC-SCL-002", "REC-TIL-001")
 @pytest.mark.parametrize("key", _cases("te-reference/fp8_block/"))
 def test_fp8_block_matches_te_python_reference_bitwise(key: str) -> None:
+    """Inputs: the recorded inputs as FP8 1x128/128x128 blocks with and without power-of-
+    two scales. Expected: TE's recorded codes and scales. Pass: bitwise equal."""
     v = _vectors()
     _, _, tile, pow2, name = key.split("/")
     r = int(tile.split("x")[0])
@@ -113,6 +121,8 @@ def test_fp8_block_matches_te_python_reference_bitwise(key: str) -> None:
 @pytest.mark.clause("REC-SCL-002", "REC-SCL-004")
 @pytest.mark.parametrize("key", _cases("te-reference/fp8_current/"))
 def test_fp8_current_matches_te_python_reference_bitwise(key: str) -> None:
+    """Inputs: the recorded inputs with per-tensor current scaling, with and without pow2.
+    Expected: TE's recorded codes and scale_inv. Pass: bitwise equal."""
     v = _vectors()
     _, _, pow2, name = key.split("/")
     q = recipes.quantize(v[f"input/{name}"], "fp8_current", profile="te-reference",
@@ -124,6 +134,10 @@ def test_fp8_current_matches_te_python_reference_bitwise(key: str) -> None:
 @pytest.mark.clause("REC-MX-003", "REC-ELM-001")
 @pytest.mark.parametrize("key", _cases("torchao/mx"))
 def test_mx_matches_torchao_bitwise(key: str) -> None:
+    """Inputs: the recorded inputs under every MX recipe and torchao scale rule. Expected:
+    torchao's recorded scale codes; its element codes except where NaN decides them (mask
+    from the input and the recorded scales), which must be NaN here too. Pass: bitwise
+    equal and the NaN check."""
     v = _vectors()
     _, rec, mode, name = key.split("/")
     x = v[f"input/{name}"]
@@ -138,6 +152,9 @@ def test_mx_matches_torchao_bitwise(key: str) -> None:
 @pytest.mark.clause("REC-NV4-001", "REC-NV4-002", "REC-NV4-003")
 @pytest.mark.parametrize("key", _cases("torchao/nvfp4/"))
 def test_nvfp4_matches_torchao_bitwise(key: str) -> None:
+    """Inputs: the recorded inputs as NVFP4 under torchao, with and without the per-tensor
+    scale. Expected: torchao's recorded scale codes, element codes (NaN-driven ones masked
+    from the recording and required NaN here) and per-tensor scale. Pass: bitwise equal."""
     v = _vectors()
     _, _, level, name = key.split("/")
     two = level == "two_level=1"
@@ -157,6 +174,8 @@ def test_nvfp4_matches_torchao_bitwise(key: str) -> None:
 @pytest.mark.clause("REC-SCL-003", "REC-TIL-001")
 @pytest.mark.parametrize("key", _cases("torchao/fp8_block/"))
 def test_fp8_block_matches_torchao_bitwise(key: str) -> None:
+    """Inputs: the recorded inputs as torchao FP8 blocks (1x128, 128x128). Expected:
+    torchao's recorded codes and scales. Pass: bitwise equal."""
     v = _vectors()
     _, _, tile, name = key.split("/")
     q = recipes.quantize(v[f"input/{name}"], "fp8_block", profile="torchao",
@@ -168,6 +187,8 @@ def test_fp8_block_matches_torchao_bitwise(key: str) -> None:
 @pytest.mark.clause("REC-SCL-003")
 @pytest.mark.parametrize("key", _cases("torchao/fp8_current/"))
 def test_fp8_current_matches_torchao_bitwise(key: str) -> None:
+    """Inputs: the recorded inputs with torchao's per-tensor scaling, with and without
+    pow2. Expected: the recorded codes and 1/scale. Pass: bitwise equal."""
     v = _vectors()
     _, _, pow2, name = key.split("/")
     q = recipes.quantize(v[f"input/{name}"], "fp8_current", profile="torchao",
@@ -192,6 +213,8 @@ def _live(name: str, rec: str, mode: str) -> tuple[Any, Any]:
 @pytest.mark.clause("REC-MX-003")
 @pytest.mark.parametrize("mode", ["floor", "rceil"])
 def test_mx_matches_live_torchao_when_installed(mode: str) -> None:
+    """Inputs: the recorded inputs through the installed torchao's to_mx (floor and rceil)
+    and ampref. Expected: equal scale and element codes. Pass: bitwise equal."""
     for name in _names():
         s, d = _live(name, "mxfp8_e4m3", mode)
         q = recipes.quantize(_vectors()[f"input/{name}"], "mxfp8_e4m3", profile="torchao",
@@ -202,6 +225,9 @@ def test_mx_matches_live_torchao_when_installed(mode: str) -> None:
 
 @pytest.mark.clause("REC-NV4-001", "REC-NV4-002", "REC-NV4-003")
 def test_nvfp4_matches_live_torchao_when_installed() -> None:
+    """Inputs: six recorded inputs through the installed torchao's nvfp4_quantize with its
+    per-tensor scale. Expected: ampref's scale codes, unpacked element codes and per-tensor
+    scale equal torchao's. Pass: bitwise equal."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("torchao")
     from torchao.prototype.mx_formats import nvfp4_tensor

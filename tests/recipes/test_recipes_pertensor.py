@@ -12,12 +12,17 @@ from ampref.recipes import (FLT_MAX, DelayedScaling, amax, current_scale, mx_qua
 
 @pytest.mark.clause("FP8-AMX-001")
 def test_amax_ignores_nan_and_propagates_inf() -> None:
+    """Inputs: [1, NaN, -3] and [1, -inf, NaN]. Expected: 3 and inf (fmaxf semantics).
+    Pass: equal."""
     assert amax(np.array([1.0, np.nan, -3.0])) == 3.0
     assert amax(np.array([1.0, -np.inf, np.nan])) == np.inf
 
 
 @pytest.mark.clause("FP8-DEL-001", "FP8-DEL-002")
 def test_delayed_scaling_documented_cases() -> None:
+    """Inputs: DelayedScaling (history 4) fed amax 2 then inf; history 1 with margin 1 fed
+    1e-40 and 8. Expected: 224; 224 kept and frozen by the inf; FLT_MAX (448/amax
+    overflows); 448/8/2. Pass: each."""
     r = DelayedScaling(amax_history_len=4)
     st = r.init()
     st = r.update(r.record(st, np.array([2.0])))          # normal: 448 / 2
@@ -33,6 +38,8 @@ def test_delayed_scaling_documented_cases() -> None:
 
 @pytest.mark.clause("FP8-DEL-003")
 def test_history_rolls_and_max_takes_the_window() -> None:
+    """Inputs: amaxes 4, 1, 2, 1, 1, 1 with history 3 ('max'); 4 then 1 with 'most_recent'.
+    Expected: scales 112, 112, 112, 224, 224, 448; 448. Pass: each."""
     r = DelayedScaling(amax_history_len=3)
     st = r.init()
     for a, want in [(4.0, 112.0), (1.0, 112.0), (2.0, 112.0), (1.0, 224.0), (1.0, 224.0),
@@ -46,6 +53,9 @@ def test_history_rolls_and_max_takes_the_window() -> None:
 
 @pytest.mark.clause("FP8-DEL-004")
 def test_fused_kernel_skips_a_zero_amax_while_the_unfused_path_rolls() -> None:
+    """Inputs: history 2, amax 4, then a step with nothing recorded, fused and unfused.
+    Expected: fused keeps history and scale; unfused rolls a 0 in and gives 112. Pass:
+    both."""
     fused = DelayedScaling(amax_history_len=2)
     unfused = DelayedScaling(amax_history_len=2, kernel="unfused")
     for r in (fused, unfused):
@@ -59,6 +69,8 @@ def test_fused_kernel_skips_a_zero_amax_while_the_unfused_path_rolls() -> None:
 
 @pytest.mark.clause("FP8-DEL-002")
 def test_fused_and_unfused_formulas_agree_away_from_over_and_underflow() -> None:
+    """Inputs: 2000 amaxes over e^-30..e^30 for margins 0-3. Expected: equal scales from
+    the fused and unfused formulas. Pass: equal."""
     rng = np.random.default_rng(0)
     for margin in range(4):
         f, u = DelayedScaling(amax_history_len=1, margin=margin), \
@@ -70,6 +82,10 @@ def test_fused_and_unfused_formulas_agree_away_from_over_and_underflow() -> None
 
 @pytest.mark.clause("FP8-CUR-001")
 def test_current_scaling_rules_and_the_te_reference_disagreement() -> None:
+    """Inputs: current_scale of 2, 0, inf, NaN, inf (reference), 1e-3 with epsilon 1, 3
+    with pow2, 1e-40 (with and without value_for_inf); quantize_per_tensor of [1, 1e9,
+    -inf, NaN] at 2. Expected: 224; 1 three times; 0; 448; 128; FLT_MAX and inf; codes
+    0x40, 0x7E, 0xFE, 0x7F and scale_inv 0.5. Pass: each."""
     assert current_scale(2.0) == np.float32(224.0)
     assert current_scale(0.0) == current_scale(np.inf) == current_scale(np.nan) == 1.0
     assert current_scale(np.inf, inf_amax="te-python-reference") == 0.0
@@ -99,6 +115,9 @@ def te_float_to_e8m0(v: np.float32) -> int:
 @pytest.mark.clause("FP8-MX-002")
 @pytest.mark.parametrize("elem", ["e4m3", "e5m2"])
 def test_rceil_equals_transformer_engines_e8m0_formula(elem: str) -> None:
+    """Inputs: every 97th float32 significand of three binades, e4m3 and e5m2. Expected:
+    rceil's code equals TE's float_to_e8m0(fl32(x * fl32(1/max))) computed by the test's
+    transcription. Pass: equal arrays."""
     f = ampref.get_format(elem)
     rng = np.random.default_rng(1)
     sig = np.arange(1 << 23, dtype=np.uint32)[::97]  # every 97th significand of a binade
@@ -113,6 +132,9 @@ def test_rceil_equals_transformer_engines_e8m0_formula(elem: str) -> None:
 
 @pytest.mark.clause("FP8-MX-001", "FP8-MX-002")
 def test_mx_rules_on_spot_values() -> None:
+    """Inputs: listed amaxes under floor, rceil, ceil, even (e4m3) and 2^200 under floor
+    (e2m1). Expected: the listed exponents (e.g. 15.9 rounds to 16 under even: -4). Pass:
+    equal."""
     e = mx_scale_exponents(np.array([448.0, 500.0, 1.0, 0.0, np.nan]), "e4m3", "floor")
     assert list(e) == [0, 0, -8, -127, 128]
     assert list(mx_scale_exponents(np.array([500.0, 448.0, 256.0]), "e4m3", "rceil")) == [1, 0, 0]
@@ -124,6 +146,8 @@ def test_mx_rules_on_spot_values() -> None:
 
 @pytest.mark.clause("FP8-MX-001", "FP8-MX-003")
 def test_floor_rule_saturates_a_quarter_of_e4m3_block_maxima_rceil_none() -> None:
+    """Inputs: 4096 blocks whose maxima span one binade uniformly. Expected: floor
+    saturates 25 % of the maxima (those beyond 448 * 2^k), rceil none. Pass: within 0.001."""
     sig = 1 + np.arange(4096) / 4096.0            # uniform significands of one binade
     x = np.zeros((4096, 32))
     x[:, 0] = sig * 2.0**5
@@ -136,6 +160,9 @@ def test_floor_rule_saturates_a_quarter_of_e4m3_block_maxima_rceil_none() -> Non
 
 @pytest.mark.clause("FP8-MX-001")
 def test_mx_quantize_shapes_codes_and_errors() -> None:
+    """Inputs: a 2x32 ramp with a NaN, e2m1 floor; a length 40; rule 'round';
+    amax_compute_algo 'mean'. Expected: (2, 1) scales with 0xFF for the NaN block, that
+    block NaN, E2M1 values elsewhere; ValueErrors naming each bad value. Pass: all."""
     x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(2, 32)
     x[1, 3] = np.nan
     out = mx_quantize(x, "e2m1", rule="floor")
