@@ -106,6 +106,8 @@ def _graph() -> dict[str, list[tuple[str, bool, str]]]:
 
 @pytest.mark.clause("API-ARC-001")
 def test_every_import_stays_in_its_room_or_goes_to_a_lower_one() -> None:
+    """Inputs: every import edge of ampref/ and backends/ (parsed with ast). Expected: each
+    stays in its room or goes to a lower room. Pass: no offending edge."""
     wrong = sorted({(m, t) for m, edges in _graph().items() for t, _, _ in edges
                     if not _allowed(m, t)})
     assert wrong == []
@@ -113,6 +115,8 @@ def test_every_import_stays_in_its_room_or_goes_to_a_lower_one() -> None:
 
 @pytest.mark.clause("API-ARC-001")
 def test_the_room_checker_refuses_an_upward_and_a_sideways_import() -> None:
+    """Inputs: formats -> engine, scaling -> policy, engine.nn -> formats, engine.tensor ->
+    functional.core. Expected: the first two refused, the last two allowed. Pass: each."""
     assert not _allowed("ampref.formats.cast", "ampref.engine.tensor")
     assert not _allowed("ampref.scaling.scaler", "ampref.policy.autocast")
     assert _allowed("ampref.engine.nn.modules", "ampref.formats.table")
@@ -122,12 +126,16 @@ def test_the_room_checker_refuses_an_upward_and_a_sideways_import() -> None:
 @pytest.mark.clause("API-ARC-001")
 @pytest.mark.parametrize("hook", sorted(HOOKS), ids=lambda h: f"{h[0]}->{h[1]}")
 def test_each_hook_is_a_function_level_import(hook: tuple[str, str]) -> None:
+    """Inputs: each documented hook edge inside the engine. Expected: it exists and every
+    such import sits inside a function. Pass: both."""
     edges = [(fn, a) for t, fn, a in _graph()[hook[0]] if t == hook[1]]
     assert edges and all(fn for fn, _ in edges)
 
 
 @pytest.mark.clause("API-ARC-001")
 def test_the_graph_without_the_hook_has_no_cycle() -> None:
+    """Inputs: the import graph without the documented hooks. Expected: no cycle (depth-
+    first search). Pass: no back edge."""
     graph = {m: sorted({t for t, _, _ in e if (m, t) not in HOOKS}) for m, e in _graph().items()}
     state: dict[str, int] = {}
 
@@ -146,6 +154,8 @@ def test_the_graph_without_the_hook_has_no_cycle() -> None:
 
 @pytest.mark.clause("API-ARC-001")
 def test_no_module_imports_another_modules_private_names() -> None:
+    """Inputs: every imported name of every edge. Expected: none starts with a single
+    underscore. Pass: empty list."""
     private = sorted((m, t, a) for m, edges in _graph().items() for t, _, a in edges
                      if a.startswith("_") and not a.startswith("__"))
     assert private == []
@@ -153,6 +163,9 @@ def test_no_module_imports_another_modules_private_names() -> None:
 
 @pytest.mark.clause("API-ARC-001")
 def test_the_checker_sees_a_planted_cycle(tmp_path: Path) -> None:
+    """Inputs: a two-module package importing itself in a circle, one import of a private
+    name. Expected: the graph builder reports both edges and the private name. Pass: all
+    three present."""
     # the graph builder on a two-module package that imports itself in a circle
     pkg = tmp_path / "pkg"
     pkg.mkdir()
@@ -210,6 +223,9 @@ TOP = {"__init__.py", "__main__.py", "cli.py", "testing", "common", "kernels", "
 
 @pytest.mark.clause("API-ARC-001")
 def test_the_top_of_the_package_is_the_rooms_of_the_architecture_table() -> None:
+    """Inputs: the entries of ampref/ and docs/architecture.md's tree. Expected: the
+    entries are the known rooms and each has its line in the tree. Pass: equal set, none
+    missing."""
     entries = {p.name for p in (ROOT / "ampref").iterdir() if p.name != "__pycache__"}
     assert entries == TOP
     table = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
@@ -220,6 +236,8 @@ def test_the_top_of_the_package_is_the_rooms_of_the_architecture_table() -> None
 
 @pytest.mark.clause("API-ARC-001")
 def test_every_room_says_what_it_is_for_and_what_it_may_import() -> None:
+    """Inputs: each room's __init__.py docstring. Expected: an 'Imports:' line. Pass:
+    present in every room."""
     inits = [ROOT / "ampref" / n / "__init__.py" for n in TOP if "." not in n]
     inits.append(ROOT / "backends" / "__init__.py")
     for init in inits:
@@ -243,6 +261,9 @@ DOCUMENTED = ("ampref.scaling", "ampref.tensorcore", "ampref.accumulation", "amp
 @pytest.mark.clause("API-ARC-001")
 @pytest.mark.parametrize("path", DOCUMENTED)
 def test_every_documented_module_path_imports(path: str) -> None:
+    """Inputs: each documented module path (ampref.scaling, ampref.tensorcore, ...).
+    Expected: it imports and is the package attribute of that name. Pass: identical
+    objects."""
     module = importlib.import_module(path)
     assert getattr(ampref, path.split(".")[1]) is module
 
@@ -250,6 +271,8 @@ def test_every_documented_module_path_imports(path: str) -> None:
 @pytest.mark.clause("API-ARC-001")
 @pytest.mark.parametrize("old", sorted(ampref.OLD_PATHS))
 def test_an_old_flat_module_path_is_the_very_module_of_its_new_room(old: str) -> None:
+    """Inputs: each 0.1 flat module path. Expected: importing it gives the module of its
+    new room. Pass: identical objects."""
     new = importlib.import_module(f"ampref.{ampref.OLD_PATHS[old]}")
     assert importlib.import_module(f"ampref.{old}") is new
 
