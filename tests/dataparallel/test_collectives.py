@@ -36,6 +36,9 @@ AR = [(ranks, n, dtype) for ranks in REC.AR_RANKS for n in REC.AR_LENGTHS
 @pytest.mark.clause("DPL-RED-001", "DPL-RED-002", "DPL-CNF-001")
 @pytest.mark.parametrize("ranks,n,dtype", AR)
 def test_the_ring_order_equals_gloos_all_reduce(ranks: int, n: int, dtype: str) -> None:
+    """Inputs: the recorder's per-rank inputs for each (ranks, n, dtype) case. Expected:
+    the all-reduce results recorded from gloo (tests/data/dp_traces.npz). Pass: bitwise
+    equal."""
     stack = np.stack([REC.allreduce_input(r, n, dtype) for r in range(ranks)])
     got = np.asarray(all_reduce(stack, order="ring", dtype=dtype)).astype(np.float32)
     assert_bitwise_equal(got, TRACES[f"allreduce/{ranks}/{n}/{dtype}"],
@@ -44,6 +47,8 @@ def test_the_ring_order_equals_gloos_all_reduce(ranks: int, n: int, dtype: str) 
 
 @pytest.mark.clause("DPL-RED-001")
 def test_ring_chunks_follow_gloos_segment_grid() -> None:
+    """Inputs: n = 10, 676, 1 floats over 4, 4, 2 ranks. Expected: chunk bounds from gloo's
+    segment formula (worked in the comments). Pass: equal lists."""
     # n=10 floats, 4 ranks: 40 bytes, segments of roundUp(ceil(40/8), 4) = 8 bytes (2
     # floats), 8 segments, 2 per chunk: chunks of 4, 4, 2 and 0 elements
     assert ring_chunks(10, 4, 4) == [(0, 4), (4, 8), (8, 10), (10, 10)]
@@ -64,6 +69,9 @@ ONE, TINY = np.float32(1.0), np.float32(2.0**-24)
     ("ring", 1.0 + 2.0**-22),   # ranks 3, 2, 1, 0: 2^-23, 1 + 2^-23, then the same tie
 ])
 def test_orders_round_each_addition_where_they_say(order: str, want: float) -> None:
+    """Inputs: four ranks holding 2^-24, 1, 2^-24, 2^-24 in float32, orders rank, tree,
+    exact, ring. Expected: 1, 1 + 2^-23, 1 + 2^-22, 1 + 2^-22 (each derived in the
+    parameter comments). Pass: equal."""
     stack = np.array([[TINY], [ONE], [TINY], [TINY]], dtype=np.float32)
     got = all_reduce(stack, order=order)
     assert got.dtype == np.float32 and float(got[0]) == want
@@ -71,6 +79,9 @@ def test_orders_round_each_addition_where_they_say(order: str, want: float) -> N
 
 @pytest.mark.clause("DPL-RED-001")
 def test_the_ring_starts_each_chunk_one_rank_below_its_owner() -> None:
+    """Inputs: one element over 3 ranks as (1, 2^-24, 2^-24) and (2^-24, 2^-24, 1), ring
+    and rank orders. Expected: 1 + 2^-23 vs 1, and 1 vs 1 + 2^-23 (the ring starts one rank
+    below the owner). Pass: each."""
     # one element, 3 ranks: chunk 0 starts at rank 2, then rank 1, then rank 0
     x = np.array([[ONE], [TINY], [TINY]], dtype=np.float32)
     assert float(all_reduce(x, order="ring")[0]) == 1.0 + 2.0**-23  # 2^-24 + 2^-24 first
@@ -85,6 +96,8 @@ def test_the_ring_starts_each_chunk_one_rank_below_its_owner() -> None:
                                             ("float16", np.float16)])
 def test_a_low_precision_addition_is_one_rounding_of_the_exact_sum(dtype: str,
                                                                    np_dtype: type) -> None:
+    """Inputs: 50,000 bf16/fp16 pairs with exponents within 20. Expected: the float64 sum
+    (exact) cast once. Pass: bitwise equal, same dtype."""
     g = np.random.default_rng(7)
     # operands already in the format, exponents within 20 of each other: their float64
     # sum is exact, so one cast of it is the exactly rounded sum
@@ -101,6 +114,8 @@ def test_a_low_precision_addition_is_one_rounding_of_the_exact_sum(dtype: str,
 
 @pytest.mark.clause("DPL-RED-002")
 def test_infinities_and_nans_propagate_and_a_sum_beyond_range_is_inf() -> None:
+    """Inputs: two ranks with inf+1, inf-inf, NaN+1, 3e38+3e38, 60000+60000, in float32 and
+    float16. Expected: inf, NaN, NaN, inf; 120000 in fp16 is inf. Pass: each."""
     big = np.float32(3e38)
     stack = np.array([[np.inf, np.inf, np.nan, big, 60000.0],
                       [1.0, -np.inf, 1.0, big, 60000.0]], dtype=np.float32)
@@ -112,6 +127,8 @@ def test_infinities_and_nans_propagate_and_a_sum_beyond_range_is_inf() -> None:
 
 @pytest.mark.clause("DPL-RED-003")
 def test_exact_float16_sums_are_the_exactly_rounded_sum() -> None:
+    """Inputs: four fp16 ranks of 5000 values over 2^-20..2^9. Expected: the exact float64
+    sum cast once to fp16. Pass: bitwise equal."""
     g = np.random.default_rng(3)
     x = (g.standard_normal((4, 5000)) * 2.0 ** g.integers(-20, 10, (4, 5000))).astype(np.float16)
     want = x.astype(np.float64).sum(axis=0).astype(np.float16)  # exact in float64
@@ -126,6 +143,8 @@ def test_exact_float16_sums_are_the_exactly_rounded_sum() -> None:
 ])
 def test_unknown_orders_and_dtypes_are_named_with_the_choices(kwargs: dict[str, str],
                                                               words: list[str]) -> None:
+    """Inputs: order 'butterfly', dtype float64, exact order with bf16. Expected:
+    ValueError naming the value and the choices. Pass: all words present."""
     with pytest.raises(ValueError) as e:
         all_reduce(np.zeros((2, 3), np.float32), **kwargs)
     assert all(w in str(e.value) for w in words)
@@ -133,5 +152,7 @@ def test_unknown_orders_and_dtypes_are_named_with_the_choices(kwargs: dict[str, 
 
 @pytest.mark.clause("DPL-ERR-001")
 def test_a_stack_that_is_not_ranks_by_elements_is_refused() -> None:
+    """Inputs: a 1-D stack. Expected: ValueError asking for (ranks, n) and showing the
+    shape. Pass: raised."""
     with pytest.raises(ValueError, match=r"\(ranks, n\).*shape \(3,\)"):
         all_reduce(np.zeros(3, np.float32))

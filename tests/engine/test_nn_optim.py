@@ -65,6 +65,8 @@ def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
 @pytest.mark.clause("ENG-OPT-001", "ENG-BWD-003")
 @pytest.mark.parametrize("amp", [False, True], ids=["fp32", "fp16-autocast"])
 def test_mlp_trains_and_is_bitwise_identical_run_to_run(amp: bool) -> None:
+    """Inputs: the seeded MLP training loop twice, fp32 and fp16 autocast. Expected:
+    identical losses and weights; the last loss below 0.8 of the first. Pass: both."""
     l1, w1 = _train_mlp(amp)
     l2, w2 = _train_mlp(amp)
     assert l1 == l2 and _same(w1, w2)
@@ -74,6 +76,8 @@ def test_mlp_trains_and_is_bitwise_identical_run_to_run(amp: bool) -> None:
 @pytest.mark.clause("ENG-OPT-001", "ENG-BWD-003", "ENG-NN-001")
 @pytest.mark.parametrize("amp", [False, True], ids=["fp32", "fp16-autocast"])
 def test_one_block_transformer_trains_and_is_bitwise_identical_run_to_run(amp: bool) -> None:
+    """Inputs: the seeded one-block transformer loop twice, fp32 and fp16 autocast.
+    Expected: identical losses and weights, and a falling loss. Pass: both."""
     l1, w1 = _train_transformer(amp)
     l2, w2 = _train_transformer(amp)
     assert l1 == l2 and _same(w1, w2)
@@ -82,6 +86,8 @@ def test_one_block_transformer_trains_and_is_bitwise_identical_run_to_run(amp: b
 
 @pytest.mark.clause("ENG-OPT-001")
 def test_fp16_autocast_mlp_tracks_fp32_loss() -> None:
+    """Inputs: the MLP loop in fp32 and under fp16 autocast. Expected: final losses within
+    2 % of the initial loss. Pass: within (a bound: different roundings)."""
     l32, _ = _train_mlp(False)
     l16, _ = _train_mlp(True)
     assert abs(l16[-1] - l32[-1]) < 0.02 * l32[0]
@@ -90,6 +96,9 @@ def test_fp16_autocast_mlp_tracks_fp32_loss() -> None:
 @pytest.mark.clause("ENG-OPT-004")
 @pytest.mark.parametrize("cls", [optim.SGD, optim.Adam, optim.AdamW])
 def test_skipped_step_changes_nothing(cls: type) -> None:
+    """Inputs: SGD (momentum), Adam, AdamW after one applied step; then a step with an inf
+    gradient under the torch scaler. Expected: step returns False, weights, optimizer state
+    and step count unchanged, the scale backed off to 2^15. Pass: all."""
     model = nn.MLP([4, 5, 2], seed=0)
     kw = {"lr": 0.1, "momentum": 0.9} if cls is optim.SGD else {"lr": 0.01}
     opt = cls(model.parameters(), **kw)
@@ -112,6 +121,9 @@ def test_skipped_step_changes_nothing(cls: type) -> None:
 
 @pytest.mark.clause("ENG-OPT-002")
 def test_o2_low_precision_weights_keep_float32_masters() -> None:
+    """Inputs: a Linear cast to fp16, three SGD steps at lr 1e-4 with unit gradients.
+    Expected: float32 masters equal ((w - lr) - lr) - lr in float32; the fp16 weights are
+    NumPy's cast of the masters. Pass: bitwise equal."""
     model = nn.Linear(3, 2, seed=0)
     model.to_format("float16")
     w32 = model.weight.numpy().copy()
@@ -132,6 +144,8 @@ def test_o2_low_precision_weights_keep_float32_masters() -> None:
 
 @pytest.mark.clause("ENG-OPT-003")
 def test_pure_fp16_without_masters_loses_updates_below_half_an_ulp() -> None:
+    """Inputs: fp16 parameters at 1, ten SGD steps of 1e-4 with and without masters.
+    Expected: unchanged without (each update rounds away), below 1 with. Pass: both."""
     def run(master: bool) -> np.ndarray:
         p = nn.Parameter(np.full(4, 1.0), "float16")
         opt = optim.SGD([p], lr=1e-4, master_weights=master)
@@ -148,6 +162,9 @@ def test_pure_fp16_without_masters_loses_updates_below_half_an_ulp() -> None:
 @pytest.mark.clause("ENG-OPT-001")
 @pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW"])
 def test_optimizers_track_torch_optimizers_in_float32(name: str) -> None:
+    """Inputs: five random gradient steps of SGD (momentum, decay), Adam, AdamW from the
+    same weights in ampref and torch. Expected: weights within rtol 2e-6, atol 2e-7
+    (torch's CPU kernels are not exactly rounded). Pass: allclose."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(0)
     w0 = rng.standard_normal((5, 4)).astype(np.float32)
@@ -169,6 +186,9 @@ def test_optimizers_track_torch_optimizers_in_float32(name: str) -> None:
 
 @pytest.mark.clause("ENG-NN-001")
 def test_module_state_dict_round_trip_and_mismatch_errors() -> None:
+    """Inputs: two MLPs; a state dict copied, one missing keys, one with a wrong shape.
+    Expected: torch's key names, an identical copy, ValueErrors naming 'missing' and
+    'shape'. Pass: all."""
     a, b = nn.MLP([3, 4, 2], seed=0), nn.MLP([3, 4, 2], seed=1)
     assert list(a.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
     b.load_state_dict(a.state_dict())
@@ -231,6 +251,8 @@ def test_optimizer_rejects_bad_arguments_with_clear_errors() -> None:
 
 @pytest.mark.clause("ENG-NN-001", "ENG-CNV-001")
 def test_small_conv_net_trains_under_fp16_autocast() -> None:
+    """Inputs: a conv + linear net, six Adam steps under fp16 autocast with the torch
+    scaler. Expected: fp16 activations and a falling loss. Pass: both."""
     g = Generator(2)
     x = ampref.tensor(g.normal((8, 1, 6, 6)))
     y = g.integers(2, (8,))
