@@ -48,6 +48,9 @@ def _spiky(rng: np.random.Generator, shape: tuple[int, ...], spread: int) -> npt
 @pytest.mark.clause("ENG-MM-002")
 @pytest.mark.parametrize("spread", [0, 8, 40, 120])
 def test_certified_matmuls_agree_bit_for_bit_plain_and_batched(spread: int) -> None:
+    """Inputs: 12 random shapes up to 24 per dimension, batched and plain, exponent spreads
+    0, 8, 40, 120. Expected: the compiled certified matmul equals the NumPy specification.
+    Pass: bitwise equal."""
     rng = np.random.default_rng(spread)
     for _ in range(12):
         P, M, K, N = (int(v) for v in rng.integers(1, 24, 4))
@@ -60,6 +63,8 @@ def test_certified_matmuls_agree_bit_for_bit_plain_and_batched(spread: int) -> N
 
 @pytest.mark.clause("ENG-MM-002")
 def test_certified_matmul_specials_propagate_identically() -> None:
+    """Inputs: a 9x7 @ 7x5 matmul with inf, NaN, -inf and a row of 3e38 (overflow).
+    Expected: the same bits from both kernels. Pass: bitwise equal."""
     rng = np.random.default_rng(3)
     a, b = _spiky(rng, (9, 7), 20), _spiky(rng, (7, 5), 20)
     a[0, 0], a[1, 2], b[3, 4] = np.inf, np.nan, -np.inf
@@ -76,6 +81,9 @@ def _exact_f32(terms: list[Fraction]) -> np.float32:
 @pytest.mark.clause("ENG-MM-002")
 @given(data=st.data())
 def test_the_compiled_exact_fallback_equals_the_rational_oracle(data: st.DataObject) -> None:
+    """Inputs: hypothesis dot products the bound cannot certify (mantissas and exponents
+    over float32's range, ties, subnormal and overflowing results). Expected: the exact sum
+    rounded once by the rational oracle. Pass: bitwise equal."""
     # dot products the bound cannot certify: cancellation to ties, subnormal and
     # overflowing results, products over the whole float32 range
     k = data.draw(st.integers(1, 12))
@@ -96,6 +104,9 @@ def test_the_compiled_exact_fallback_equals_the_rational_oracle(data: st.DataObj
 @pytest.mark.parametrize("axis", [None, 0, 1, 2, (0, 2), (1, 2)])
 @pytest.mark.parametrize("keepdims", [False, True])
 def test_certified_sums_agree_bit_for_bit(axis: Any, keepdims: bool) -> None:
+    """Inputs: a 5x7x9 array at spreads 0, 30, 120 summed over every axis choice, with and
+    without keepdims. Expected: equal shapes and bits from both kernels. Pass: bitwise
+    equal."""
     rng = np.random.default_rng(11)
     for spread in (0, 30, 120):
         x = _spiky(rng, (5, 7, 9), spread)
@@ -120,6 +131,9 @@ def _tc_pairs() -> list[tuple[str, str, str]]:
 @pytest.mark.parametrize("gpu,fin,fout", _tc_pairs())
 def test_the_tensor_core_gemm_agrees_for_every_gpu_input_and_output(gpu: str, fin: str,
                                                                     fout: str) -> None:
+    """Inputs: per GPU, input and output format, 13x70 @ 70x11 operands at scales 1, 2^-40,
+    2^40 with zero rows. Expected: the compiled GEMM equals the NumPy model (or both refuse
+    the combination). Pass: bitwise equal."""
     rng = np.random.default_rng(len(gpu) * 7 + len(fin))
     for scale in (1.0, 2.0**-40, 2.0**40):
         M, K, N = 13, 70, 11
@@ -139,6 +153,9 @@ def test_the_tensor_core_gemm_agrees_for_every_gpu_input_and_output(gpu: str, fi
 
 @pytest.mark.clause("ACC-TC-011", "ACC-TC-001")
 def test_the_compiled_gemm_reproduces_the_recorded_gpu_dumps() -> None:
+    """Inputs: the 16 recorded dump sets (V100, A100, A2, B200 tensor-core outputs), 600
+    dot products each run as GEMM diagonals. Expected: the recorded outputs. Pass: bitwise
+    equal on all 9,600."""
     dumps = np.load(DATA / "tensorcore_dumps.npz")
     names = {"fp16": "float16", "bf16": "bfloat16", "tf32": "tf32", "E4M3": "e4m3",
              "E5M2": "e5m2"}
@@ -163,6 +180,9 @@ def test_the_compiled_gemm_reproduces_the_recorded_gpu_dumps() -> None:
 @pytest.mark.clause("FMT-VER-003")
 @pytest.mark.parametrize("fmt", [f for f in FORMATS.values() if f.kernel], ids=lambda f: f.name)
 def test_the_compiled_oracle_equals_the_numpy_oracle(fmt: Any) -> None:
+    """Inputs: every 40,961st float32 bit pattern and random words, each kernel format,
+    every mode, saturate and flush flags. Expected: the compiled float64 oracle equals the
+    NumPy one. Pass: bitwise equal."""
     from ampref.kernels import oracle_numba
 
     x = np.arange(0, 1 << 32, 40961, dtype=np.uint64).astype(np.uint32).view(np.float32)
@@ -183,6 +203,8 @@ def test_the_compiled_oracle_equals_the_numpy_oracle(fmt: Any) -> None:
 
 @pytest.mark.clause("FMT-VER-003")
 def test_a_verification_block_gives_the_same_certificate_under_both_kernels() -> None:
+    """Inputs: a 2^18-pattern e4m3 verification block. Expected: identical counts (checked,
+    mismatches, peer counts) under both kernels, all checked, no mismatch. Pass: equal."""
     args = (0x3F000000, 0x3F000000 + (1 << 18), 1, "float8_e4m3fn", "nearest_even", False,
             True, 0)
     spec, fast = _both(verify.verify_block, *args)
@@ -209,6 +231,8 @@ def _train(opt_cls: Any, **kw: Any) -> list[npt.NDArray[Any]]:
                                         (optim.Adam, {}), (optim.SGD, {"momentum": 0.9})])
 def test_training_steps_give_the_same_weights_under_both_kernels(opt_cls: Any,
                                                                  kw: dict[str, Any]) -> None:
+    """Inputs: training steps with AdamW, Adam (decay and not), SGD (momentum). Expected:
+    identical weights from the compiled and NumPy optimizer kernels. Pass: bitwise equal."""
     spec, fast = _both(_train, opt_cls, **kw)
     for s, f in zip(spec, fast, strict=True):
         assert_bitwise_equal(f, s, msg=f"{opt_cls.__name__} {kw}: ")
