@@ -38,6 +38,9 @@ def test_all_sixteen_shipped_experiments_are_loaded() -> None:
 @pytest.mark.clause("ACC-TC-001", "ACC-TC-002", "ACC-TC-003", "ACC-TC-006")
 @pytest.mark.parametrize("key", EXPERIMENTS)
 def test_model_reproduces_every_row_of_every_gpu_dump(key: str) -> None:
+    """Inputs: each recorded dump set (V100, A100, A2, B200; fp16, bf16, tf32, FP8 inputs;
+    fp32/fp16 outputs), 5,000 dot products each. Expected: the recorded GPU outputs. Pass:
+    bitwise equal on every row."""
     got, gpu_out = run(key)
     assert_bitwise_equal(got, gpu_out, msg=f"{key}: ")
 
@@ -46,6 +49,9 @@ def test_model_reproduces_every_row_of_every_gpu_dump(key: str) -> None:
 @pytest.mark.parametrize("key", [k for k in EXPERIMENTS
                                  if k.endswith("fp32") and "E" not in k.split("_")[1][:1]])
 def test_an_exact_sum_rounded_once_disagrees_with_the_gpu_on_many_rows(key: str) -> None:
+    """Inputs: the 16-bit and tf32 fp32-output dump sets under the 'exact' model. Expected:
+    more than 1000 rows differ from the GPU (so the block-FMA model, not exactness,
+    explains the dumps). Pass: count > 1000."""
     g, fin, fout, a, b, c, d = load(key)
     exact = ampref.accumulation.dot(a, b, c, accumulation="exact", input_format=fin)
     differ = int((exact.view(np.uint32) != d.view(np.uint32)).sum())
@@ -55,6 +61,9 @@ def test_an_exact_sum_rounded_once_disagrees_with_the_gpu_on_many_rows(key: str)
 @pytest.mark.clause("ACC-TC-001")
 @pytest.mark.parametrize("key", ["A100_fp16_fp32", "B200_bf16_fp32", "V100_fp16_fp32"])
 def test_the_dumps_pin_the_parameters_one_bit_or_half_a_block_off_fails(key: str) -> None:
+    """Inputs: A100 fp16, B200 bf16, V100 fp16 dumps under the GPU's row with one fraction
+    bit fewer, one more, or half the block. Expected: more than 100 rows differ for each
+    variant (the dumps pin the parameters). Pass: each count > 100."""
     g, fin, fout, a, b, c, d = load(key)
     gpu = tc.get_gpu(g)
     path = gpu.paths["16bit"]
@@ -69,6 +78,9 @@ def test_the_dumps_pin_the_parameters_one_bit_or_half_a_block_off_fails(key: str
 @pytest.mark.clause("ACC-TC-006")
 @pytest.mark.parametrize("key", ["B200_E4M3_fp32", "B200_E5M2_fp32"])
 def test_b200_fp8_needs_the_late_addend_the_published_in_block_addend_fails(key: str) -> None:
+    """Inputs: B200 E4M3/E5M2 dumps under the published in-block addend; the exact model.
+    Expected: 1500-2100 differing rows; the exact model misses only E5M2 row 3935. Pass:
+    both."""
     g, fin, fout, a, b, c, d = load(key)
     gpu = tc.get_gpu("b200")
     published = replace(gpu,
@@ -83,6 +95,8 @@ def test_b200_fp8_needs_the_late_addend_the_published_in_block_addend_fails(key:
 
 @pytest.mark.clause("ACC-TC-004")
 def test_chaining_feeds_each_blocks_result_into_the_next_block() -> None:
+    """Inputs: 200 fp16 dot products of K = 40 on the A100 model, whole and as five K = 8
+    calls chained through c. Expected: identical results. Pass: bitwise equal."""
     rng = np.random.default_rng(1)
     a = ampref.quantize(rng.standard_normal((200, 40)), "fp16")
     b = ampref.quantize(rng.standard_normal((200, 40)), "fp16")
@@ -95,6 +109,8 @@ def test_chaining_feeds_each_blocks_result_into_the_next_block() -> None:
 
 @pytest.mark.clause("ACC-TC-005")
 def test_specials_propagate_and_nan_is_canonical() -> None:
+    """Inputs: rows with inf, NaN, and inf + (-inf) addend on the V100 model. Expected:
+    inf, then the canonical NaN 0x7FFFFFFF twice. Pass: bit patterns equal."""
     a = np.array([[1.0, np.inf, 0, 0], [np.nan, 1, 0, 0], [np.inf, 1, 0, 0]], np.float32)
     b = np.array([[1.0, 1, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0]], np.float32)
     c = np.array([0.0, 0.0, -np.inf], np.float32)
@@ -105,6 +121,9 @@ def test_specials_propagate_and_nan_is_canonical() -> None:
 
 @pytest.mark.clause("ACC-API-001")
 def test_unrepresentable_inputs_are_named_unless_quantizing_is_asked_for() -> None:
+    """Inputs: 1 + 2^-12 as an fp16 operand; the same with quantize_inputs; a tf32 operand
+    1 + 0.75 * 2^-10. Expected: ValueError naming a[0, 1] and its value; 2.0 after
+    rounding; 1.0 (tf32 truncates). Pass: each."""
     a = np.array([[1.0, 1 + 2**-12]])
     with pytest.raises(ValueError,
                        match=r"a\[0, 1\] = 1\.000244140625 is not representable in float16"):
@@ -119,6 +138,8 @@ def test_unrepresentable_inputs_are_named_unless_quantizing_is_asked_for() -> No
 
 @pytest.mark.clause("ACC-API-001")
 def test_bad_gpu_format_combinations_list_the_choices() -> None:
+    """Inputs: GPU p100; bf16 on V100; float32 inputs; e2m1 on H100; fp16 output for bf16
+    inputs. Expected: ValueError naming the value and the choices. Pass: each message."""
     with pytest.raises(ValueError, match="unknown GPU 'p100'; known: v100, a100"):
         tc.dot(np.ones((1, 4)), np.ones((1, 4)), gpu="p100", input_format="fp16")
     with pytest.raises(ValueError, match="v100 has no bfloat16 tensor-core path"):

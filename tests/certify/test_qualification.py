@@ -94,6 +94,10 @@ class _Text(HTMLParser):
 @pytest.mark.clause("CRT-RPT-001", "CRT-QUA-001")
 def test_the_pack_has_every_qualification_item_with_a_contents_and_stable_anchors(
         packs: tuple[Path, Path, dict[str, Any]]) -> None:
+    """Inputs: a quick pack of a toy source tree (tests with docstrings and a module
+    statement). Expected: the thirteen sections in order, anchors and contents links, a
+    clause row anchor, sign-off fields and DO-330; the toy case's name, outcomes, procedure
+    and context as written; PASSED with no reports. Pass: all."""
     html = (packs[0] / "certify.html").read_text()
     heads = ["1. Accomplishment summary", "2. Configuration index",
              "3. Tool operational requirements", "4. Verification cases and procedures",
@@ -125,6 +129,8 @@ def test_the_pack_has_every_qualification_item_with_a_contents_and_stable_anchor
 @pytest.mark.clause("CRT-QUA-001")
 def test_markdown_is_rendered_so_no_raw_backticks_or_asterisks_remain(
         packs: tuple[Path, Path, dict[str, Any]]) -> None:
+    """Inputs: the toy pack's HTML. Expected: code, emphasis and strong rendered as tags;
+    no backtick, asterisk or ** in the visible text. Pass: all."""
     html = (packs[0] / "certify.html").read_text()
     assert "<code>one</code>" in html and "<em>two</em>" in html
     assert "<strong>TOY-TWO-001</strong>" in html
@@ -138,6 +144,10 @@ def test_markdown_is_rendered_so_no_raw_backticks_or_asterisks_remain(
 @pytest.mark.clause("CRT-QUA-002")
 def test_the_configuration_index_names_commit_state_digests_and_versions(
         packs: tuple[Path, Path, dict[str, Any]]) -> None:
+    """Inputs: the toy pack's configuration; the checkout's own configuration when run from
+    git. Expected: schema ampref-certify/3, 'not a git checkout', four SHA-256 digests,
+    every named package version; a 40-hex commit and clean/dirty for the checkout. Pass:
+    all."""
     cfg = packs[2]["config"]
     assert cfg["schema"] == "ampref-certify/3"
     assert cfg["commit"] == "not a git checkout" and cfg["working_tree"] == "n/a"
@@ -156,6 +166,9 @@ def test_the_configuration_index_names_commit_state_digests_and_versions(
 @pytest.mark.clause("CRT-QUA-003")
 def test_only_real_deviation_blocks_are_deviations_and_each_carries_its_impact(
         tmp_path: Path) -> None:
+    """Inputs: a spec with one sentence mentioning deviations, two real deviation blocks
+    and one without impact; the checkout's specs. Expected: exactly the three blocks with
+    clause, source, text and impact; every shipped deviation states its impact. Pass: both."""
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "a.md").write_text(
         "**AAA-ONE-001 (x).** Text that says paragraphs marked *Deviation (y):* exist.\n\n"
@@ -175,6 +188,9 @@ def test_only_real_deviation_blocks_are_deviations_and_each_carries_its_impact(
 @pytest.mark.clause("CRT-QUA-004")
 def test_the_pdf_is_paginated_with_the_configuration_and_page_numbers_on_every_page(
         packs: tuple[Path, Path, dict[str, Any]]) -> None:
+    """Inputs: the toy pack's PDF (skipped without Chromium). Expected: 3-60 pages, each
+    with the configuration header and 'i/n'; bookmarks for sections, and the contents
+    naming each section's page. Pass: all."""
     pdf = packs[0] / "certify.pdf"
     if not pdf.exists():
         pytest.skip("no Chromium on this machine (CI installs Debian's chromium)")
@@ -200,6 +216,9 @@ def test_the_pdf_is_paginated_with_the_configuration_and_page_numbers_on_every_p
 def test_two_runs_give_the_same_json_apart_from_timestamps_and_durations_and_diff_says_so(
         packs: tuple[Path, Path, dict[str, Any]], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
+    """Inputs: two toy packs; a copy with a changed status, version and a removed test; a
+    malformed pack. Expected: equal stable JSON and 'no differences' (exit 0); exit 1
+    listing the three changes; exit 2 for the malformed one. Pass: all."""
     a, b = (json.loads((p / "certify.json").read_text()) for p in packs[:2])
     assert a["generated"] != b["generated"] or a["seconds"] != b["seconds"]
     assert qualification.stable(a) == qualification.stable(b)
@@ -222,6 +241,9 @@ def test_two_runs_give_the_same_json_apart_from_timestamps_and_durations_and_dif
 @pytest.mark.clause("CRT-QUA-006")
 def test_the_full_level_covers_fp16_and_bf16_exhaustively_and_strides_the_rest(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Inputs: the full level's certificate cells (campaign runner stubbed). Expected:
+    strides 1 for float16 and bfloat16, 257 for the rest; 336 cells, 56 exhaustive. Pass:
+    all."""
     from ampref.certify import campaign, report
 
     assert report.LEVELS["full"] == {"float16": 1, "bfloat16": 1, "default": 257}
@@ -240,6 +262,8 @@ def test_the_full_level_covers_fp16_and_bf16_exhaustively_and_strides_the_rest(
 @pytest.mark.clause("CRT-RPT-001")
 def test_pack_files_get_the_usual_file_mode_not_0600(
         packs: tuple[Path, Path, dict[str, Any]]) -> None:
+    """Inputs: the toy pack's certify.json and certify.html. Expected: mode 0666 minus the
+    umask. Pass: equal."""
     mask = os.umask(0)
     os.umask(mask)
     for name in ("certify.json", "certify.html"):
