@@ -34,6 +34,8 @@ def _v() -> dict[str, np.ndarray]:
 
 @pytest.mark.clause("ACC-TC-007")
 def test_mixed_fp8_on_h100_equals_mmasim_bit_for_bit() -> None:
+    """Inputs: MMA-Sim's recorded mixed e4m3 x e5m2 dot products for H100 (dot and as GEMM
+    diagonals). Expected: the recorded outputs. Pass: bitwise equal."""
     v = _v()
     a, b, c, d = (v[f"mixed/h100/{k}"] for k in "abcd")
     got = tensorcore.dot(a, b, c, gpu="h100", input_format="e4m3", b_format="e5m2")
@@ -45,6 +47,9 @@ def test_mixed_fp8_on_h100_equals_mmasim_bit_for_bit() -> None:
 
 @pytest.mark.clause("ACC-TC-007", "ACC-TC-006")
 def test_mixed_fp8_on_b200_differs_from_mmasim_only_by_the_late_addend() -> None:
+    """Inputs: MMA-Sim's mixed FP8 B200 rows. Expected: equal where c = 0; differences only
+    where c != 0; with the addend moved back into the block (MMA-Sim's convention) every
+    row equal. Pass: all."""
     v = _v()
     a, b, c, d = (v[f"mixed/b200/{k}"] for k in "abcd")
     got = tensorcore.dot(a, b, c, gpu="b200", input_format="e4m3", b_format="e5m2")
@@ -62,6 +67,8 @@ def test_mixed_fp8_on_b200_differs_from_mmasim_only_by_the_late_addend() -> None
 @pytest.mark.clause("ACC-BSC-001")
 @pytest.mark.parametrize("kind", ["mxf8f6f4", "mxf4nvf4"])
 def test_block_scaled_mma_equals_mmasim_bit_for_bit(kind: str) -> None:
+    """Inputs: MMA-Sim's recorded mxf8f6f4 and mxf4nvf4 block-scaled rows. Expected: the
+    recorded outputs. Pass: bitwise equal."""
     v = _v()
     a, b, sa, sb, c, d = (v[f"{kind}/{k}"] for k in ("a", "b", "sa", "sb", "c", "d"))
     kw = dict(a_format="e4m3", b_format="e5m2") if kind == "mxf8f6f4" else \
@@ -93,6 +100,8 @@ def _oracle_nvf4(a: list[F], b: list[F], sa: list[F], sb: list[F], c: F) -> F:
 
 @pytest.mark.clause("ACC-BSC-001")
 def test_block_scaled_mma_equals_the_rational_oracle() -> None:
+    """Inputs: 40 random E2M1 rows of 64 with UE4M3 scales (subnormal, max, ordinary) and
+    addends. Expected: the exact rational model of mxf4nvf4. Pass: equal values."""
     rng = np.random.default_rng(7)
     grid = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])
     for _ in range(40):
@@ -111,6 +120,9 @@ def test_block_scaled_mma_equals_the_rational_oracle() -> None:
 
 @pytest.mark.clause("ACC-BSC-003")
 def test_block_scaled_results_lie_within_the_bound_and_powers_of_two_commute() -> None:
+    """Inputs: 200 MXFP8 row pairs of 64; their scales times 4 and 8. Expected: |result -
+    exact| within the stated per-instruction bound; scaling by 32 scales the result
+    exactly. Pass: both."""
     rng = np.random.default_rng(8)
     a = recipes.quantize(rng.standard_normal((200, 64)).astype(np.float32), "mxfp8_e4m3")
     b = recipes.quantize(rng.standard_normal((200, 64)).astype(np.float32), "mxfp8_e4m3")
@@ -129,6 +141,9 @@ def test_block_scaled_results_lie_within_the_bound_and_powers_of_two_commute() -
 
 @pytest.mark.clause("ACC-BSC-002", "REC-GEM-003")
 def test_recipes_matmul_on_b200_runs_the_block_scaled_instruction_model() -> None:
+    """Inputs: NVFP4 operands multiplied under tensorcore:b200; kind 'mxf9'; K = 48; fp16 x
+    e5m2 on H100. Expected: the block-scaled instruction result times alpha; ValueErrors
+    naming the kind, K and the mixed formats. Pass: all."""
     rng = np.random.default_rng(9)
     x, w = rng.standard_normal((3, 64)).astype(np.float32), rng.standard_normal(
         (2, 64)).astype(np.float32)
@@ -193,6 +208,9 @@ def test_any_block_scaled_instruction_lies_within_its_rigorous_bound(case: tuple
 @given(case=_mxf8f6f4(), ka=st.integers(-8, 8), kb=st.integers(-8, 8))
 def test_scaling_the_block_scales_by_powers_of_two_scales_a_c_free_result(
         case: tuple, ka: int, kb: int) -> None:
+    """Inputs: hypothesis mxf8f6f4 cases chained twice, c = 0, scales times 2^ka and 2^kb.
+    Expected: the result times 2^(ka + kb) exactly while it stays normal. Pass: bitwise
+    equal."""
     fa, fb, a, b, sa, sb, _ = case
     a2, b2 = np.tile(a, 2), np.tile(b, 2)  # two chained instructions, c = 0
     sa2, sb2 = np.tile(sa, 2), np.tile(sb, 2)

@@ -46,6 +46,9 @@ KINDS = ["plain", "wide", "subnormal", "ints", "bf16", "fp16"]
        m=st.integers(1, 6), k=st.integers(0, 70), n=st.integers(1, 6))
 def test_matmul_equals_the_integer_oracle_bit_for_bit(seed: int, kind: str, m: int, k: int,
                                                       n: int) -> None:
+    """Inputs: hypothesis m x k @ k x n float32 data of several kinds (k up to 70).
+    Expected: each entry the exact dot product rounded once (integer oracle). Pass: bitwise
+    equal."""
     a = _data(seed, (m, k), kind)
     b = _data(seed + 1, (k, n), kind)
     got = certified.matmul_f32(a, b, {"bf16": 8, "fp16": 11}.get(kind, 24))
@@ -60,6 +63,8 @@ def test_matmul_equals_the_integer_oracle_bit_for_bit(seed: int, kind: str, m: i
 @pytest.mark.clause("ENG-RED-001")
 @given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(KINDS), n=st.integers(1, 200))
 def test_sum_equals_the_integer_oracle_bit_for_bit(seed: int, kind: str, n: int) -> None:
+    """Inputs: hypothesis rows of up to 200 values of several kinds. Expected: the exact
+    sum rounded once. Pass: bitwise equal."""
     x = _data(seed, (3, n), kind)
     got = certified.sum_f32(x, 1)
     for i in range(3):
@@ -71,6 +76,9 @@ def test_sum_equals_the_integer_oracle_bit_for_bit(seed: int, kind: str, n: int)
 @pytest.mark.clause("ENG-MM-001")
 def test_matmul_takes_the_gemm_bound_where_the_norm_bound_is_loose_and_stays_exact(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs: one-hot rows against columns of sums of same-binade values (norm bound
+    loose). Expected: the |A||B| bound is used, and both kernels give the exact dot
+    products rounded once. Pass: bound called and bitwise equal."""
     # one-hot rows against float32 columns of sums of two same-binade values: the norm
     # bound spans the whole column, so most elements stay undecided and the |A| @ |B|
     # bound (and then the exact fallback for the ties) must take over
@@ -104,6 +112,8 @@ def test_matmul_takes_the_gemm_bound_where_the_norm_bound_is_loose_and_stays_exa
        counts=st.lists(st.integers(1, 40), min_size=1, max_size=6))
 def test_segment_sums_equal_the_integer_oracle_bit_for_bit(seed: int, kind: str,
                                                           counts: list[int]) -> None:
+    """Inputs: hypothesis segments of 1-40 rows of 3 columns. Expected: each segment's
+    exact sum rounded once. Pass: bitwise equal."""
     x = _data(seed, (sum(counts), 3), kind)
     starts = np.cumsum([0, *counts[:-1]])
     got = certified.segment_sum_f32(x, starts)
@@ -116,6 +126,8 @@ def test_segment_sums_equal_the_integer_oracle_bit_for_bit(seed: int, kind: str,
 
 @pytest.mark.clause("ENG-IDX-002")
 def test_segment_sums_resolve_many_float32_ties_exactly() -> None:
+    """Inputs: 200 segments of two same-binade values (float32 ties half the time).
+    Expected: exact sums rounded once (ties to even). Pass: bitwise equal."""
     # sums of two same-sign float32 values of one binade are float32 ties half the time:
     # about a quarter of the elements fail the certificate and take the exact fallback
     rng = np.random.default_rng(3)
@@ -135,6 +147,8 @@ def test_segment_sums_resolve_many_float32_ties_exactly() -> None:
 @pytest.mark.parametrize("starts", [[1, 3], [0, 3, 3], [0, 5, 2], [0, 9], [], [[0, 2]],
                                     [0.0, 2.0]])
 def test_segment_sums_refuse_starts_that_are_not_segments(starts: list) -> None:
+    """Inputs: starts not from 0, repeated, decreasing, beyond the end, empty, 2-D, floats.
+    Expected: ValueError 'segment starts must'. Pass: raised for each."""
     x = np.ones((6, 2), np.float32)
     with pytest.raises(ValueError, match="segment starts must"):
         certified.segment_sum_f32(x, np.asarray(starts))
@@ -142,6 +156,7 @@ def test_segment_sums_refuse_starts_that_are_not_segments(starts: list) -> None:
 
 @pytest.mark.clause("ENG-MM-001", "ENG-SPC-001")
 def test_non_finite_inputs_follow_ieee_and_overflow_gives_inf() -> None:
+    """Inputs: rows with inf, NaN and 3e38 + 3e38. Expected: inf, NaN, inf. Pass: each."""
     a = np.array([[np.inf, 1.0], [np.nan, 0.0], [3e38, 3e38]], np.float32)
     b = np.array([[1.0], [-1.0]], np.float32) * np.array([[1.0], [1.0]], np.float32)
     got = certified.matmul_f32(a, np.abs(b))

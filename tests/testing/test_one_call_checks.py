@@ -28,12 +28,19 @@ def finite_ocp(x: np.ndarray, *, half_away: bool = False) -> np.ndarray:
 
 @pytest.mark.clause("REC-IDN-002")
 def test_a_correct_hand_written_mx_quantizer_passes() -> None:
+    """Inputs: a hand-written OCP floor MXFP8 quantizer through assert_block_matches (150
+    examples). Expected: no difference from quantize(profile='ocp', scale_rule='floor').
+    Pass: no AssertionError."""
     assert_block_matches(finite_ocp, "mxfp8_e4m3", profile="ocp", scale_rule="floor",
                          max_examples=150)
 
 
 @pytest.mark.clause("REC-IDN-002")
 def test_a_half_away_element_rounding_bug_shrinks_to_one_block_with_position_and_rule() -> None:
+    """Inputs: the same quantizer rounding elements half away from zero (300 examples).
+    Expected: an AssertionError naming the reference call, shrunk to block 0 with the
+    element, input, actual and desired in hex, and identify_block's verdict. Pass: all
+    phrases present."""
     t0 = time.perf_counter()
     with pytest.raises(AssertionError) as e:
         assert_block_matches(lambda x: finite_ocp(x, half_away=True), "mxfp8_e4m3",
@@ -50,6 +57,9 @@ def test_a_half_away_element_rounding_bug_shrinks_to_one_block_with_position_and
 
 @pytest.mark.clause("REC-IDN-002")
 def test_block_cases_cover_every_family_and_print_as_their_name() -> None:
+    """Inputs: 300 derandomized draws of block_cases('mxfp8_e4m3') for one 1x32 block.
+    Expected: specials, all-zero blocks and scale-limit blocks appear; the strategies print
+    as their calls. Pass: all."""
     from hypothesis import given, settings
 
     seen: set[str] = set()
@@ -73,6 +83,9 @@ def test_block_cases_cover_every_family_and_print_as_their_name() -> None:
 
 @pytest.mark.clause("ACC-IDN-002")
 def test_a_float32_loop_passes_as_sequential_and_fails_as_pairwise_naming_sequential() -> None:
+    """Inputs: a float32 loop GEMM checked as sequential (60 examples) and as pairwise
+    (200). Expected: passes the first; fails the second with operands in hex and
+    identify_gemm naming sequential. Pass: both."""
     assert_gemm_matches(gemm_f32_loop, input_format="bfloat16", accumulation="sequential",
                         max_examples=60)
     with pytest.raises(AssertionError) as e:
@@ -86,6 +99,8 @@ def test_a_float32_loop_passes_as_sequential_and_fails_as_pairwise_naming_sequen
 
 @pytest.mark.clause("ACC-IDN-002")
 def test_a_tensor_core_model_passes_against_itself_through_the_helper() -> None:
+    """Inputs: ampref's own tensorcore:h100 GEMM checked against that model (30 examples).
+    Expected: no difference. Pass: no AssertionError."""
     def h100(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(matmul(a, b, input_format="float16", accumulation="tensorcore:h100"))
 
@@ -95,6 +110,9 @@ def test_a_tensor_core_model_passes_against_itself_through_the_helper() -> None:
 
 @pytest.mark.clause("SCL-IDN-002")
 def test_a_textbook_scaler_passes_as_torch_and_an_off_by_one_fails_minimally() -> None:
+    """Inputs: a textbook scaler checked as torch, and a variant that grows one step late.
+    Expected: the first passes; the second fails on the minimal sequence of three clean
+    steps with both scales and identify_scaler's verdict. Pass: both."""
     assert_scaler_matches(textbook_scaler, "torch", init_scale=2.0**16, growth_interval=3)
     with pytest.raises(AssertionError) as e:
         assert_scaler_matches(lambda f: textbook_scaler(f, late_growth=True), "torch",
@@ -108,12 +126,18 @@ def test_a_textbook_scaler_passes_as_torch_and_an_off_by_one_fails_minimally() -
 
 @pytest.mark.clause("SCL-IDN-002", "API-ERR-001")
 def test_assert_scaler_matches_names_an_unknown_profile() -> None:
+    """Inputs: profile 'horovod'. Expected: ValueError naming it and the choices. Pass:
+    raised."""
     with pytest.raises(ValueError, match="unknown loss-scale profile 'horovod'; choose one of"):
         assert_scaler_matches(textbook_scaler, "horovod")
 
 
 @pytest.mark.clause("REC-CMP-002")
 def test_compare_takes_a_users_quantizer_and_names_the_rule_it_followed() -> None:
+    """Inputs: the MX block battery compared between te and a user's OCP-floor quantizer; a
+    user side of the wrong shape; one side only. Expected: a pair naming the rules the
+    user's values follow (torchao floor | ocp floor); ValueErrors for the shape and the
+    single side. Pass: all."""
     from ampref.recipes.identify import block_battery
 
     x = block_battery("mxfp8_e4m3")
