@@ -27,6 +27,17 @@ def test_every_spec_clause_is_verified_by_at_least_one_test() -> None:
     assert sorted(set(clauses) - set(cites)) == []
 
 
+def test_every_clause_id_is_defined_exactly_once() -> None:
+    """Inputs: every clause definition parsed from specs/*.md (the parser certify uses).
+    Expected: no ID defined twice (a second definition would make one clause's evidence
+    count for another). Pass: no duplicate."""
+    from ampref.certify import evidence
+
+    ids = [c["id"] for c in evidence.spec_clauses(ROOT)]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    assert not dupes, f"clause IDs defined more than once: {dupes}"
+
+
 def test_tests_cite_only_clauses_that_the_specs_define() -> None:
     t = _trace()
     assert sorted(set(t.cited_clauses(ROOT)) - set(t.spec_clauses(ROOT))) == []

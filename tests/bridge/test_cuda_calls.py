@@ -144,7 +144,7 @@ def test_outside_emulate_torchs_cuda_calls_are_torchs_own_again() -> None:
     assert out.dtype == torch.float32
 
 
-@pytest.mark.clause("TRC-NN-003", "ACC-LIB-004")
+@pytest.mark.clause("TRC-NN-004", "ACC-LIB-004")
 def test_a_cuda_amp_model_runs_on_the_h100s_library_arithmetic() -> None:
     """Input: the zoo's minGPT, one fp16 CUDA-autocast training step under
     emulate(accumulation='cublas:h100'), and the same under 'exact'. Expected: every GEMM
