@@ -27,15 +27,20 @@ def test_every_spec_clause_is_verified_by_at_least_one_test() -> None:
     assert sorted(set(clauses) - set(cites)) == []
 
 
-def test_every_clause_id_is_defined_exactly_once() -> None:
-    """Inputs: every clause definition parsed from specs/*.md (the parser certify uses).
-    Expected: no ID defined twice (a second definition would make one clause's evidence
-    count for another). Pass: no duplicate."""
+def test_every_clause_id_is_defined_exactly_once(tmp_path: Path) -> None:
+    """Inputs: the checkout's specs; a copy of one spec with a second definition of one
+    of its IDs. Expected: the checkout's parse without error; the copy raises ValueError
+    naming the ID and both files (a second definition would make one clause's evidence
+    count for another). Pass: both."""
     from ampref.certify import evidence
 
-    ids = [c["id"] for c in evidence.spec_clauses(ROOT)]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    assert not dupes, f"clause IDs defined more than once: {dupes}"
+    assert len(evidence.spec_clauses(ROOT)) > 50
+    (tmp_path / "specs").mkdir()
+    text = (ROOT / "specs" / "torch.md").read_text()
+    (tmp_path / "specs" / "torch.md").write_text(text + "\n- **TRC-NN-001** again.\n")
+    with pytest.raises(ValueError, match="TRC-NN-001 is defined twice: in torch.md and "
+                                         "torch.md"):
+        evidence.spec_clauses(tmp_path)
 
 
 def test_tests_cite_only_clauses_that_the_specs_define() -> None:

@@ -83,15 +83,23 @@ def identification(source: Path) -> dict[str, Any]:
 def spec_clauses(source: Path) -> list[dict[str, str]]:
     """Every clause ID of specs/*.md with the file that defines it and its full text
     (markdown; the bold markers of the ID's own heading removed). An ID that is only
-    referred to, never defined in bold at a line start, gets the line that names it."""
+    referred to, never defined in bold at a line start, gets the line that names it.
+
+    Raises:
+        ValueError: an ID defined twice (both places named): one clause's evidence would
+            count for another.
+    """
     defined: dict[str, dict[str, str]] = {}
     named: dict[str, dict[str, str]] = {}
     for md in sorted((source / "specs").glob("*.md")):
         text = md.read_text(encoding="utf-8")
         for m in _BOLD.finditer(text):
             body = m.group(1) + m.group(2).replace("**", "", 1)
-            defined.setdefault(m.group(1), {"id": m.group(1), "file": md.name,
-                                            "text": " ".join(body.split())})
+            if m.group(1) in defined:
+                raise ValueError(f"clause {m.group(1)} is defined twice: in "
+                                 f"{defined[m.group(1)]['file']} and {md.name}")
+            defined[m.group(1)] = {"id": m.group(1), "file": md.name,
+                                   "text": " ".join(body.split())}
         for line in text.splitlines():
             for cid in CLAUSE.findall(line):
                 named.setdefault(cid, {"id": cid, "file": md.name,

@@ -170,7 +170,7 @@ def _tiled_generic(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(certified, "TILE_SHARE", 10**9)
 
 
-@pytest.mark.clause("ENG-MM-002")
+@pytest.mark.clause("ENG-MM-003")
 @pytest.mark.parametrize("dim", ["M", "K", "N"])
 def test_the_tiled_exact_gemm_equals_the_integer_oracle_for_every_size_1_to_130(
         dim: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,7 +194,7 @@ def test_the_tiled_exact_gemm_equals_the_integer_oracle_for_every_size_1_to_130(
             assert not bad.any(), f"{what} {m}x{k}x{n}: {np.argwhere(bad)[:3].tolist()}"
 
 
-@pytest.mark.clause("ENG-MM-002")
+@pytest.mark.clause("ENG-MM-003")
 @given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(KINDS),
        lead=st.sampled_from([(), (2,), (3, 1)]), m=st.integers(1, 9), k=st.integers(1, 40),
        n=st.integers(1, 9))
@@ -217,7 +217,7 @@ def test_tiling_never_changes_a_bit_of_a_batched_gemm(seed: int, kind: str, lead
     assert whole.tobytes() == tiled.tobytes() == fast.tobytes()
 
 
-@pytest.mark.clause("ENG-MM-002")
+@pytest.mark.clause("ENG-MM-003")
 @pytest.mark.parametrize("n", [256, 512])
 def test_the_exact_gemms_working_memory_is_a_fixed_multiple_of_its_operands(n: int) -> None:
     """Input: n x n x n float32 GEMMs through the generic path: random operands (decided
