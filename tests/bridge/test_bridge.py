@@ -273,3 +273,48 @@ def test_unscaling_flags_an_inf_and_scales_by_the_float32_inverse() -> None:
     assert found.item() == 1.0
     want = np.array([2.0, 4.0], np.float32) * np.float32(1.0 / 3.0)
     assert_bitwise_equal(grads[0].numpy(), want)
+
+
+@pytest.mark.clause("TRC-NRM-001")
+def test_batch_norm_running_statistics_follow_torchs_update_rule() -> None:
+    """Inputs: a (6, 4, 5, 5) float32 batch through BatchNorm2d(4, momentum=0.3) in
+    training mode, twice, under emulate and in plain torch, from running stats (mean 0.5,
+    var 2). Expected: running mean m mean + (1 - m) running and running var with the
+    unbiased variance, as torch's (float32; torch accumulates in float64, so within 4
+    ulps of float32 of torch's values). Pass: both buffers within the bound after each
+    batch."""
+    rng = np.random.default_rng(11)
+    x = torch.from_numpy((rng.standard_normal((6, 4, 5, 5)) * 3 + 1).astype(np.float32))
+    ours, theirs = (torch.nn.BatchNorm2d(4, momentum=0.3) for _ in range(2))
+    for bn in (ours, theirs):
+        bn.running_mean.fill_(0.5)
+        bn.running_var.fill_(2.0)
+    for _ in range(2):
+        with at.emulate(fallback="error"):
+            ours(x)
+        theirs(x)
+        for name in ("running_mean", "running_var"):
+            a = getattr(ours, name).numpy().astype(np.float64)
+            b = getattr(theirs, name).numpy().astype(np.float64)
+            assert np.all(np.abs(a - b) <= 4 * 2.0**-23 * np.abs(b)), (name, a, b)
+
+
+@pytest.mark.clause("TRC-NN-001", "TRC-NN-003")
+def test_reductions_norms_and_losses_take_torchs_defaults() -> None:
+    """Inputs: x.sum(1) (keepdim by default False), torch.linalg.vector_norm(x) (ord by
+    default 2), F.mse_loss(x, y) (reduction by default 'mean'), under emulate and in plain
+    torch on (3, 4) float32 data. Expected: torch's shapes, and values within 2 float32
+    ulps (ampref's sums are exactly rounded, torch's CPU ones may differ in the last
+    bit). Pass: shapes equal, values within the bound."""
+    rng = np.random.default_rng(12)
+    x = torch.from_numpy(rng.standard_normal((3, 4)).astype(np.float32))
+    y = torch.from_numpy(rng.standard_normal((3, 4)).astype(np.float32))
+    calls = {"sum": lambda: x.sum(1), "norm": lambda: torch.linalg.vector_norm(x),
+             "mse": lambda: torch.nn.functional.mse_loss(x, y)}
+    for name, call in calls.items():
+        want = call()
+        with at.emulate(fallback="error"):
+            got = call()
+        assert tuple(got.shape) == tuple(want.shape), name
+        a, b = got.numpy().astype(np.float64), want.numpy().astype(np.float64)
+        assert np.all(np.abs(a - b) <= 2 * 2.0**-23 * np.abs(b)), (name, a, b)

@@ -144,3 +144,21 @@ def test_argmax_and_argmin_take_torchs_shapes_and_indices(name: str) -> None:
         want = getattr(ta, name)(**kw)
         assert tuple(got.shape) == tuple(want.shape), (name, kw)
         assert got.numpy().tolist() == want.numpy().tolist(), (name, kw)
+
+
+@pytest.mark.clause("ENG-MTH-001")
+def test_shape_methods_give_torchs_shapes_for_every_dim() -> None:
+    """Inputs: a (2, 1, 3, 1) tensor; squeeze() and squeeze(d), unsqueeze(d) and
+    flatten(s, e) for every valid d, s <= e (negative ones included). Expected: torch's
+    shapes and values for the same calls. Pass: equal shapes and values."""
+    torch = pytest.importorskip("torch")
+    vals = np.arange(6.0).reshape(2, 1, 3, 1)
+    a, ta = ampref.tensor(vals, "float32"), torch.tensor(vals, dtype=torch.float32)
+    calls = [("squeeze", ())] + [("squeeze", (d,)) for d in range(-4, 4)] + \
+        [("unsqueeze", (d,)) for d in range(-5, 5)] + \
+        [("flatten", (s, e)) for s in range(-4, 4) for e in range(-4, 4)
+         if s % 4 <= e % 4]
+    for name, args in calls:
+        got, want = getattr(a, name)(*args), getattr(ta, name)(*args)
+        assert tuple(got.shape) == tuple(want.shape), (name, args)
+        assert got.numpy().tolist() == want.numpy().tolist(), (name, args)
