@@ -111,6 +111,9 @@ def _inputs32(n: int, seed: int) -> np.ndarray:
 # -------------------------------------------------------------------------- sources
 @pytest.mark.clause("BKD-SRC-002")
 def test_kernel_enumerations_follow_the_python_definitions() -> None:
+    """Inputs: the #defines of the CUDA header. Expected: rounding modes, encodings, scaler
+    actions, state slots and the parameter count equal the Python definitions. Pass: each
+    equal."""
     text = kernelsrc.cuda_source(kernelsrc.HEADER)
 
     def defines(prefix: str) -> dict[str, int]:
@@ -129,6 +132,8 @@ def test_kernel_enumerations_follow_the_python_definitions() -> None:
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 @pytest.mark.parametrize("source", ["kernels", "mma_chain"])
 def test_device_sources_compile_for_hopper_with_nvcc(source: str) -> None:
+    """Inputs: kernels.cu and mma_chain.cu (skipped without nvcc). Expected: nvcc compiles
+    them for sm_90. Pass: exit 0."""
     proc = hostbuild.nvcc_compile(source, "sm_90")
     assert proc.returncode == 0, proc.stderr
 
@@ -143,6 +148,10 @@ def test_format_params_refuse_storage_only_formats() -> None:
 @pytest.mark.parametrize("name", list(FORMATS))
 def test_host_built_quantize_kernel_matches_reference_bitwise(host: hostbuild.HostKernels,
                                                                name: str) -> None:
+    """Inputs: 20,000 float32 bit patterns, spread values, specials and ties, their float64
+    widenings and 20,000 random float64 patterns; every format, mode, saturate and flush
+    flag. Expected: the host build of the CUDA quantize kernel equals ampref.quantize.
+    Pass: bitwise equal."""
     x32 = _inputs32(20000, 1)
     with np.errstate(invalid="ignore"):  # signalling NaNs quieten in the widening
         wide = x32.astype(np.float64) * (1 + 2.0**-40)
@@ -170,6 +179,8 @@ def test_host_built_quantize_kernel_matches_reference_bitwise(host: hostbuild.Ho
 def test_host_built_quantize_agrees_on_any_float32_bits(
         host: hostbuild.HostKernels, bits: list[int], name: str, rnd: RoundingMode,
         seed: int) -> None:
+    """Inputs: hypothesis float32 bit patterns, formats, modes and seeds. Expected: the
+    host-built kernel equals ampref.quantize. Pass: bitwise equal."""
     x = np.array(bits, dtype=np.uint32).view(np.float32)
     k1, k2 = kernelsrc.stochastic_keys(rnd, seed)
     want = quantize(x, name, rnd.value, seed=seed if rnd is RoundingMode.STOCHASTIC else None)
@@ -183,6 +194,9 @@ def test_host_built_quantize_agrees_on_any_float32_bits(
                                         (2**64 - 1, 2**40)])
 def test_kernel_random_words_are_the_srhash_words(host: hostbuild.HostKernels, seed: int,
                                                   start: int) -> None:
+    """Inputs: seeds 0, 12345, 2^63 + 5, 2^64 - 1 at several start indices, 5000 words
+    each. Expected: the host-built kernel's words equal srhash.random_bits. Pass: bitwise
+    equal."""
     k1, k2 = kernelsrc.stochastic_keys("stochastic", seed)
     assert_bits_equal(host.random_bits(k1, k2, start, 5000), random_bits(seed, start, 5000),
                       f"seed {seed} start {start}")
@@ -210,6 +224,8 @@ def test_device_stochastic_rounding_flips_exactly_at_each_elements_word(
 def test_encode16_gives_the_format_codes_of_representable_values(emulated: DeviceBackend,
                                                                  host: hostbuild.HostKernels,
                                                                  name: str) -> None:
+    """Inputs: every finite fp16 and bf16 value. Expected: encode16 returns its code, and
+    ml_dtypes decodes the codes back to the values. Pass: bitwise equal."""
     from ampref import as_ml_dtype, decode
 
     codes = np.arange(2**16, dtype=np.uint32)
@@ -265,6 +281,9 @@ _SCALER_CASES: list[tuple[str, dict[str, float]]] = [(name, {}) for name in PROF
 @pytest.mark.parametrize("name,overrides", _SCALER_CASES)
 def test_device_update_kernel_follows_the_reference_transition(
         host: hostbuild.HostKernels, name: str, overrides: dict[str, Any]) -> None:
+    """Inputs: each scaler profile with overrides, 600 seeded overflow flags, through the
+    host-built update kernel. Expected: the reference transition's state and action at
+    every step (and the raise). Pass: equal each step, scale bits included."""
     cfg = LossScaler.from_profile(name, **overrides).config
     cfg_d, cfg_i = kernelsrc.scaler_arrays(cfg)
     ref = initial_state(cfg)
@@ -290,6 +309,9 @@ def test_device_update_kernel_follows_the_reference_transition(
 @pytest.mark.parametrize("scale", [65536.0, 3.0, 2.0**-20, 0.0])
 def test_unscale_kernel_matches_the_reference_unscale(host: hostbuild.HostKernels,
                                                       scale: float) -> None:
+    """Inputs: 1000 gradients over 2^-30..2^30 with an inf, -inf or NaN planted, scales
+    65536, 3, 2^-20, 0. Expected: the reference unscale's values and found flag. Pass:
+    bitwise equal."""
     rng = np.random.default_rng(3)
     for plant in (None, np.inf, -np.inf, np.nan):
         g = (rng.standard_normal(1000) * np.exp2(rng.integers(-30, 30, 1000))).astype(np.float32)
@@ -344,6 +366,9 @@ def _train(backend: str, mode: str, steps: int,
                                       {"inject_nonfinite": 0.5, "profile": "megatron"})])
 def test_training_on_the_device_backend_is_bitwise_the_reference(emulated: DeviceBackend, mode: str,
                                                                  kw: dict[str, Any]) -> None:
+    """Inputs: four training steps in each mode (and amp-fp16 with injected overflows under
+    megatron) on the device backend with strict arrays and host-built kernels. Expected:
+    parameters, history and scaler events of the NumPy backend. Pass: bitwise equal."""
     ref_params, ref_hist, ref_events = _train("numpy", mode, 4, **kw)
     dev_params, dev_hist, dev_events = _train("cupy-host", mode, 4, **kw)
     for i, (a, b) in enumerate(zip(dev_params, ref_params, strict=True)):
@@ -357,6 +382,9 @@ def test_training_on_the_device_backend_is_bitwise_the_reference(emulated: Devic
 @pytest.mark.clause("BKD-ENG-001")
 def test_train_with_report_checkpoint_and_resume_runs_on_the_device_backend(emulated: DeviceBackend,
                                                                             tmp_path: Any) -> None:
+    """Inputs: a 6-step amp-fp16 run with injection, stopped at 3 and resumed, on both
+    backends. Expected: a report; equal skipped steps and final scale; identical final
+    weights. Pass: all."""
     from ampref.training.train import train
     from ampref.training.config import TrainConfig
 
@@ -378,6 +406,8 @@ def test_train_with_report_checkpoint_and_resume_runs_on_the_device_backend(emul
 @pytest.mark.clause("BKD-IDX-001")
 def test_index_gradients_with_repeated_indices_match_the_reference_on_the_host(
         emulated: DeviceBackend) -> None:
+    """Inputs: bf16 values indexed with repeated indices, times 3, summed, on both
+    backends. Expected: identical gradients. Pass: bitwise equal."""
     from ampref import functional as F
     from ampref import tensor
 
@@ -403,6 +433,9 @@ def _cupy_backend() -> Any:
 @pytest.mark.clause("BKD-QNT-001", "BKD-QNT-002")
 @pytest.mark.parametrize("name", list(FORMATS))
 def test_gpu_quantize_matches_reference_bitwise(name: str) -> None:
+    """Inputs (GPU only): 200,000 float32 inputs and their float64 widenings, every format,
+    mode and saturate flag. Expected: the CUDA kernels equal ampref.quantize. Pass: bitwise
+    equal."""
     be = _cupy_backend()
     x32 = _inputs32(200000, 4)
     for rnd in RoundingMode:
@@ -442,6 +475,9 @@ def _mm_inputs(rng: np.random.Generator, M: int, K: int, N: int, fmt: str,
 @pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
 @pytest.mark.parametrize("K", [16, 48, 100])
 def test_gpu_tensor_core_chain_is_predicted_bit_for_bit_by_the_h100_model(fmt: str, K: int) -> None:
+    """Inputs (GPU only): 37xKx29 fp16/bf16 GEMMs, K = 16, 48, 100, exponent spreads 0, 6,
+    14, through the WMMA chain kernel. Expected: the tensorcore:h100 model. Pass: bitwise
+    equal."""
     from ampref.accumulation.models import matmul as model_matmul
 
     be = _cupy_backend()
@@ -456,6 +492,8 @@ def test_gpu_tensor_core_chain_is_predicted_bit_for_bit_by_the_h100_model(fmt: s
 @pytest.mark.clause("BKD-MM-002")
 @pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
 def test_gpu_cublas_gemm_ex_lies_within_the_stated_bound(fmt: str) -> None:
+    """Inputs (GPU only): cublasGemmEx fp16/bf16 GEMMs 64x256x48 and 128x4096x96. Expected:
+    |result - exact| <= 2 gamma_K |A||B| + one ulp. Pass: every element within."""
     from ampref.accumulation.certified import matmul_f32
 
     be = _cupy_backend()
@@ -476,6 +514,9 @@ def test_gpu_cublas_gemm_ex_lies_within_the_stated_bound(fmt: str) -> None:
 @pytest.mark.clause("BKD-ENG-002")
 @pytest.mark.parametrize("mode", ["fp32", "amp-fp16", "amp-bf16"])
 def test_gpu_training_is_bitwise_the_reference(mode: str) -> None:
+    """Inputs (GPU only): three training steps in fp32, amp-fp16 and amp-bf16 on the CuPy
+    backend. Expected: the NumPy backend's parameters, history and events. Pass: bitwise
+    equal."""
     _cupy_backend()
     ref_params, ref_hist, ref_events = _train("numpy", mode, 3)
     dev_params, dev_hist, dev_events = _train("cupy", mode, 3)

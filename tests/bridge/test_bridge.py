@@ -51,6 +51,9 @@ BINARY = {"add": (torch.add, F.add), "sub": (torch.sub, F.sub), "mul": (torch.mu
 @settings(max_examples=60)
 @given(data=st.data())
 def test_pointwise_ops_equal_the_engine_ops_bit_for_bit(data: st.DataObject) -> None:
+    """Inputs: hypothesis values (hard cases included) in fp16/bf16/fp32 through exp, tanh,
+    sigmoid, relu, gelu, neg, add, sub, mul, div as torch ops under emulate. Expected: the
+    engine op's bits on the same values. Pass: bitwise equal."""
     fmt = data.draw(st.sampled_from(list(DTYPES)), label="dtype")
     name = data.draw(st.sampled_from(sorted(UNARY) + sorted(BINARY)), label="op")
     t_fn: Any
@@ -68,6 +71,9 @@ def test_pointwise_ops_equal_the_engine_ops_bit_for_bit(data: st.DataObject) -> 
 
 @pytest.mark.clause("TRC-PWO-001")
 def test_sqrt_and_reciprocal_round_the_exact_value_once() -> None:
+    """Inputs: 500 float32 values in [1e-3, 1e3] through torch.sqrt and torch.reciprocal
+    under emulate. Expected: fl32 of the float64 sqrt (exact enough to round correctly) and
+    the IEEE float32 reciprocal. Pass: bitwise equal."""
     x = np.float32(np.random.default_rng(1).uniform(1e-3, 1e3, 500))
     got_sqrt = _emulated(torch.sqrt, x, dtype=torch.float32)
     want = np.array([np.float32(math.sqrt(float(v))) for v in x])  # float64 sqrt: safe
@@ -79,6 +85,8 @@ def test_sqrt_and_reciprocal_round_the_exact_value_once() -> None:
 @pytest.mark.clause("TRC-NN-001")
 @pytest.mark.parametrize("model", ["exact", "tensorcore:h100", "sequential"])
 def test_matmuls_follow_the_chosen_accumulation_model(model: str) -> None:
+    """Inputs: a 9x40 @ 40x7 fp16 matmul under emulate with exact, tensorcore:h100 and
+    sequential. Expected: the engine's matmul under the same model. Pass: bitwise equal."""
     rng = np.random.default_rng(2)
     a = ampref.quantize(rng.standard_normal((9, 40)).astype(np.float32), "float16")
     b = ampref.quantize(rng.standard_normal((40, 7)).astype(np.float32), "float16")
@@ -91,6 +99,9 @@ def test_matmuls_follow_the_chosen_accumulation_model(model: str) -> None:
 
 @pytest.mark.clause("TRC-NN-001", "TRC-NN-002")
 def test_layer_norm_softmax_and_attention_equal_the_engine() -> None:
+    """Inputs: a (2, 3, 5, 8) float32 tensor through layer_norm, softmax and causal SDPA
+    under emulate. Expected: the engine's ops on the same values. Pass: bitwise equal for
+    each."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 3, 5, 8)).astype(np.float32)
     tx = torch.from_numpy(x)
@@ -107,6 +118,8 @@ def test_layer_norm_softmax_and_attention_equal_the_engine() -> None:
 
 @pytest.mark.clause("TRC-NN-003")
 def test_cross_entropy_ignores_the_ignore_index_as_torch_does() -> None:
+    """Inputs: 6x5 logits with targets including two ignore_index (-1) rows. Expected: the
+    engine's cross_entropy over the four kept rows. Pass: bitwise equal."""
     rng = np.random.default_rng(4)
     logits = torch.from_numpy(rng.standard_normal((6, 5)).astype(np.float32))
     target = torch.tensor([0, -1, 3, 4, -1, 1])
@@ -128,6 +141,9 @@ class Cumulative(torch.nn.Module):  # type: ignore[misc,name-defined]
 
 @pytest.mark.clause("TRC-EMU-002")
 def test_an_op_without_a_reference_names_itself_and_its_module() -> None:
+    """Inputs: a module calling cumsum under emulate(model) with fallback='error'.
+    Expected: UnsupportedOpError naming cumsum, the module path and the fallback. Pass:
+    raised."""
     model = torch.nn.Sequential(Cumulative())
     with pytest.raises(at.UnsupportedOpError, match=r"cumsum.*module Sequential\.0.*fallback"):
         with at.emulate(model):
@@ -136,6 +152,8 @@ def test_an_op_without_a_reference_names_itself_and_its_module() -> None:
 
 @pytest.mark.clause("TRC-EMU-002")
 def test_fallback_torch_computes_it_and_the_report_lists_it_as_not_emulated() -> None:
+    """Inputs: cumsum(x * 2) under emulate(fallback='torch'). Expected: torch's value; the
+    report lists cumsum once as not emulated and mul as emulated. Pass: all."""
     x = torch.randn(3, 4)
     with at.emulate(fallback="torch") as em:
         got = torch.cumsum(x * 2.0, 0)
@@ -147,6 +165,9 @@ def test_fallback_torch_computes_it_and_the_report_lists_it_as_not_emulated() ->
 
 @pytest.mark.clause("TRC-EMU-003")
 def test_bad_arguments_are_refused_with_the_choices() -> None:
+    """Inputs: accumulation 'fast', fallback 'numpy', shadow('model'), autocast with a
+    string dtype. Expected: ValueError/TypeError naming the value and the choices. Pass:
+    each."""
     with pytest.raises(ValueError, match="accumulation model"):
         at.emulate(accumulation="fast")
     with pytest.raises(ValueError, match="fallback must be 'error' or 'torch'"):
@@ -172,6 +193,10 @@ class Hazard(torch.nn.Module):  # type: ignore[misc,name-defined]
 
 @pytest.mark.clause("TRC-SHD-001", "TRC-SHD-002")
 def test_shadow_puts_the_planted_fp16_overflow_first(tmp_path: Path) -> None:
+    """Inputs: a model with a planted fp16 overflow in pow, shadowed through a backward
+    pass. Expected: the first report row is pow in Hazard with non-finite-from-finite
+    outputs; a mismatch row shows index and hex values; JSON, table and plot carry it.
+    Pass: all."""
     torch.manual_seed(0)
     model = Hazard()
     with at.shadow(model) as sh:
@@ -201,6 +226,9 @@ def _recorder() -> Any:
 
 @pytest.mark.clause("TRC-AUT-001")
 def test_autocast_on_cpu_gives_torchs_recorded_cpu_autocast_dtypes() -> None:
+    """Inputs: every row recorded from torch.autocast('cpu') run through
+    ampref.torch.autocast. Expected: the recorded output dtype (any error equals any
+    error). Pass: no row differs."""
     rec = _recorder()
     rows = json.loads((DATA / "autocast_torch.json").read_text())["rows"]
     cases = rec.cases()
@@ -221,6 +249,8 @@ def test_autocast_on_cpu_gives_torchs_recorded_cpu_autocast_dtypes() -> None:
 
 @pytest.mark.clause("TRC-AUT-002")
 def test_cuda_lists_apply_to_cpu_tensors() -> None:
+    """Inputs: linear, softmax and exp on CPU tensors under autocast('cuda', float16).
+    Expected: float16, float32, float32 (the CUDA lists). Pass: equal."""
     x, w = torch.randn(4, 8), torch.randn(3, 8)
     with at.autocast("cuda", torch.float16):
         lin = torch.nn.functional.linear(x, w)
@@ -231,6 +261,8 @@ def test_cuda_lists_apply_to_cpu_tensors() -> None:
 
 @pytest.mark.clause("TRC-AUT-002")
 def test_autocast_casts_a_weight_once_per_region() -> None:
+    """Inputs: one Linear called twice in an emulated fp16 autocast region. Expected: four
+    _to_copy calls (weight and bias cached once, the input once per call). Pass: equal."""
     lin = torch.nn.Linear(8, 8)
     x = torch.randn(2, 8)
     with at.emulate() as em, at.autocast("cuda", torch.float16):
@@ -242,6 +274,9 @@ def test_autocast_casts_a_weight_once_per_region() -> None:
 
 @pytest.mark.clause("TRC-NRM-002")
 def test_backward_ops_return_the_engines_gradients() -> None:
+    """Inputs: layer_norm with weight and bias backward under emulate, and the engine's on
+    the same values and output gradient. Expected: identical input, weight and bias
+    gradients. Pass: bitwise equal."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((4, 6)).astype(np.float32)
     w, b = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
@@ -257,6 +292,8 @@ def test_backward_ops_return_the_engines_gradients() -> None:
 
 @pytest.mark.clause("TRC-NRM-002")
 def test_a_backward_whose_forward_ran_outside_is_refused() -> None:
+    """Inputs: a layer_norm forward outside emulate, its backward inside. Expected:
+    UnsupportedOpError saying eps is unknown. Pass: raised."""
     x = torch.randn(3, 6, requires_grad=True)
     y = torch.nn.functional.layer_norm(x, (6,))
     with pytest.raises(at.UnsupportedOpError, match="eps is unknown"):
@@ -266,6 +303,9 @@ def test_a_backward_whose_forward_ran_outside_is_refused() -> None:
 
 @pytest.mark.clause("TRC-PWO-002")
 def test_unscaling_flags_an_inf_and_scales_by_the_float32_inverse() -> None:
+    """Inputs: gradients [2, 4] and [inf, 1], inverse scale 1/3, through the aten unscale
+    op under emulate. Expected: found_inf 1; the first gradient times fl32(1/3) in float32.
+    Pass: both."""
     grads = [torch.tensor([2.0, 4.0]), torch.tensor([float("inf"), 1.0])]
     found, inv = torch.zeros(()), torch.tensor(1.0 / 3.0)
     with at.emulate():
