@@ -29,6 +29,8 @@ def _bits(x: np.ndarray, wide: bool) -> np.ndarray:
 @pytest.mark.clause("ACC-MFMA-001", "ACC-MFMA-002", "ACC-MFMA-003")
 @pytest.mark.parametrize("key", AMD_KEYS)
 def test_mfma_equals_every_recorded_mmasim_row_bit_for_bit(key: str) -> None:
+    """Inputs: every recorded MMA-Sim AMD case (GPU, formats, a, b, c). Expected: MMA-Sim's
+    outputs (NaN meets NaN, payloads not modelled). Pass: bitwise equal otherwise."""
     gpu, fa, fb = (str(x) for x in DATA[f"{key}/formats"])
     a, b, c, d = (DATA[f"{key}/{k}"] for k in "abcd")
     if fa == "tf32":  # MMA-Sim truncates fp32 words; ampref validates tf32 values
@@ -87,6 +89,9 @@ def _draw(rng: np.random.Generator, n: int, fmt: str, spread: int) -> np.ndarray
                                      ("tf32", "tf32", 4),
                                      ("float8_e4m3fnuz", "float8_e5m2fnuz", 16)])
 def test_cdna3_fused_step_equals_the_rational_oracle(fa: str, fb: str, g: int) -> None:
+    """Inputs: 150 random pairs of two chained fused steps per format pair on MI300 (fp16,
+    bf16, tf32, FP8 FNUZ), exponent spreads, random addends. Expected: the exact rational
+    model of CDNA3's fused step. Pass: same bits."""
     rng = np.random.default_rng(7)
     ea, eb = get_format(fa).minexp, get_format(fb).minexp
     for _ in range(150):
@@ -107,6 +112,9 @@ def test_cdna3_fused_step_equals_the_rational_oracle(fa: str, fb: str, g: int) -
 @pytest.mark.parametrize("gpu,fmt,g", [("mi100", "float16", 4), ("mi100", "bfloat16", 2),
                                        ("mi250", "float16", 4), ("mi250", "bfloat16", 4)])
 def test_cdna1_2_pairwise_steps_equal_the_rational_oracle(gpu: str, fmt: str, g: int) -> None:
+    """Inputs: 150 random three-step cases on MI100 and MI250 fp16/bf16. Expected: products
+    rounded to float32, summed pairwise, added to the accumulator, each rounded (exact
+    oracle; MI250 flushes subnormal inputs). Pass: same bits."""
     rng = np.random.default_rng(8)
     flush = gpu == "mi250"
     tiny = 2.0 ** get_format(fmt).minexp
@@ -127,6 +135,9 @@ def test_cdna1_2_pairwise_steps_equal_the_rational_oracle(gpu: str, fmt: str, g:
 
 @pytest.mark.clause("ACC-MFMA-002")
 def test_cdna2_flushes_subnormal_inputs_to_positive_zero_and_results_keep_their_sign() -> None:
+    """Inputs: an fp16 subnormal times 1 on MI250 and MI100; a bf16 case whose result is
+    -2^-127. Expected: 0 on MI250, the subnormal on MI100, -0 (0x80000000) for the tiny
+    result. Pass: each."""
     sub = 2.0**-20  # subnormal in fp16
     assert float(mfma_dot(np.array([sub, 0, 0, 0]), np.array([1.0, 0, 0, 0]), np.array(0.0),
                           gpu="mi250", a_format="float16")) == 0.0
@@ -139,6 +150,8 @@ def test_cdna2_flushes_subnormal_inputs_to_positive_zero_and_results_keep_their_
 
 @pytest.mark.clause("ACC-MFMA-001")
 def test_f32_and_f64_mfma_are_fma_chains() -> None:
+    """Inputs: 20 rows of 6 in float64 and float32 on MI300. Expected: one rounding per
+    product-add step (exact oracle) in each precision. Pass: same bits."""
     rng = np.random.default_rng(9)
     a, b = rng.standard_normal((20, 6)), rng.standard_normal((20, 6))
     c = rng.standard_normal(20)
@@ -157,6 +170,9 @@ def test_f32_and_f64_mfma_are_fma_chains() -> None:
 
 @pytest.mark.clause("ACC-MFMA-004", "ACC-API-001")
 def test_amd_gpus_are_selected_through_matmul_and_bad_choices_are_named() -> None:
+    """Inputs: a matmul under tensorcore:mi300; mi355; e4m3fnuz on MI100; mixed fp16 x
+    bf16; rules with an AMD model; mismatched K; an error bound request. Expected: the per-
+    element MFMA result; ValueErrors naming each problem. Pass: all."""
     rng = np.random.default_rng(10)
     A = quantize(rng.standard_normal((5, 40)), "float16")
     B = quantize(rng.standard_normal((40, 3)), "float16")

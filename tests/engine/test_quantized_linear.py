@@ -38,6 +38,10 @@ def _q(a: np.ndarray, op: recipes.roles.Operand, seed: int, slot: int) -> recipe
 @pytest.mark.clause("TRN-QNT-001", "TRN-QNT-003")
 @pytest.mark.parametrize("name", [n for n in GEMM_RECIPES if n != "fp8-delayed"])
 def test_the_three_gemms_equal_recipes_matmul_on_the_role_table_operands(name: str) -> None:
+    """Inputs: 48x32 activations, 24x32 weights, a 48x24 output gradient through
+    quantized_linear for each recipe (seed 5). Expected: fprop, dgrad and wgrad equal
+    recipes.matmul on the operands the role table quantizes (transposed or re-quantized,
+    padded for Hadamard). Pass: bitwise equal all three."""
     rng = np.random.default_rng(1)
     X = rng.standard_normal((48, 32)).astype(np.float32)
     W = (rng.standard_normal((24, 32)) * 0.2).astype(np.float32)
@@ -84,6 +88,9 @@ def test_gradients_are_straight_through_with_no_gradient_through_the_scales() ->
 
 @pytest.mark.clause("TRN-QNT-002")
 def test_delayed_scaling_keeps_one_amax_history_per_tensor_across_calls() -> None:
+    """Inputs: two fp8-delayed calls sharing a QuantState, one with a fresh state.
+    Expected: histories for x and w, x's scale 448/amax after the first call, and a
+    different result from the fresh state. Pass: all."""
     rng = np.random.default_rng(3)
     x = tensor(rng.standard_normal((16, 16)).astype(np.float32) * 100)
     w = tensor(rng.standard_normal((8, 16)).astype(np.float32))
@@ -100,6 +107,8 @@ def test_delayed_scaling_keeps_one_amax_history_per_tensor_across_calls() -> Non
 @pytest.mark.parametrize("mode", [m for m in MODES if MODES[m].recipe])
 def test_recipe_modes_resume_bit_for_bit_and_repeat_run_to_run(tmp_path: Path,
                                                                mode: str) -> None:
+    """Inputs: each recipe training mode run whole and stopped at 4 then resumed. Expected:
+    identical final weights and quantization series; a what-if table. Pass: all."""
     cfg = replace(SMALL, precision=mode)
     train(cfg, tmp_path / "a", progress=False, report=False)
     train(cfg, tmp_path / "b", progress=False, report=False, stop_after=4)
@@ -113,6 +122,8 @@ def test_recipe_modes_resume_bit_for_bit_and_repeat_run_to_run(tmp_path: Path,
 
 @pytest.mark.clause("TRN-QNT-006")
 def test_recipe_profile_is_checked() -> None:
+    """Inputs: recipe_profile 'jax'; torchao with fp8-delayed. Expected: TrainError naming
+    each. Pass: both."""
     with pytest.raises(TrainError, match="unknown --recipe-profile 'jax'"):
         TrainConfig(precision="nvfp4", recipe_profile="jax")
     with pytest.raises(TrainError, match="torchao has no fp8-delayed"):
@@ -121,6 +132,10 @@ def test_recipe_profile_is_checked() -> None:
 
 @pytest.mark.clause("TRN-QNT-004")
 def test_operand_statistics_count_underflow_clipping_and_relative_mse() -> None:
+    """Inputs: an MX block with tiny values; FP8 current and MX blocks at and beyond the
+    saturation point. Expected: underflow 29/32 of the block, the relative MSE from
+    ml_dtypes-decoded values, 0 % saturation at 448 and at 384, 1/32 for 3.9 * 2^7 > 464.
+    Pass: each."""
     x = np.full((1, 32), 1e-9, np.float32)
     x[0, 0], x[0, 1], x[0, 2] = 448.0 * 2**-8 * 1.0, 0.0, 3.0  # block max 3 -> scale 2^-6
     q = recipes.quantize(x, "mxfp8_e4m3", profile="ocp")  # floor: 3 -> 2^(1-8) scale
@@ -144,6 +159,10 @@ def test_operand_statistics_count_underflow_clipping_and_relative_mse() -> None:
 @pytest.mark.clause("TRN-QNT-005", "TRN-RPT-001")
 def test_what_if_quantizes_each_tensor_under_every_other_recipe_and_profile(
         tmp_path: Path) -> None:
+    """Inputs: one layer's x and g through what_if; a 3-step mxfp8 run with the report.
+    Expected: every implemented (mode, profile) pair for both roles, a row's MSE equal to
+    operand_stats on that quantization; the report links the quantization plot and the
+    what-if table. Pass: all."""
     from ampref.training.quantreport import what_if
     rng = np.random.default_rng(4)
     ops = {"l": {"x": rng.standard_normal((32, 256)).astype(np.float32),
@@ -165,6 +184,8 @@ def test_what_if_quantizes_each_tensor_under_every_other_recipe_and_profile(
 
 @pytest.mark.clause("TRN-QNT-006")
 def test_the_torchao_profile_trains_with_torchaos_arithmetic(tmp_path: Path) -> None:
+    """Inputs: 2-step fp8-block runs under te and torchao. Expected: torchao recorded in
+    the config and a different first scale range (non-power-of-two scales). Pass: both."""
     cfg = replace(SMALL, precision="fp8-block", steps=2)
     train(cfg, tmp_path / "te", progress=False, report=False)
     train(replace(cfg, recipe_profile="torchao"), tmp_path / "ao", progress=False, report=False)

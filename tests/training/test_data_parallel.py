@@ -38,6 +38,9 @@ def _same_bits(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
 @pytest.mark.parametrize("precision", ["amp-fp16", "fp32"])
 def test_the_data_parallel_path_with_one_rank_is_the_one_rank_path_bit_for_bit(
         precision: str) -> None:
+    """Inputs: four amp-fp16 and fp32 steps with and without a forced one-rank data-
+    parallel step. Expected: equal losses and scales and identical master weights. Pass:
+    equal and bitwise equal."""
     cfg = replace(SMALL, precision=precision, steps=4)
     corpus = Corpus(load_corpus(None), cfg.context)
     plain, forced = Run(cfg, corpus), Run(cfg, corpus)
@@ -53,6 +56,10 @@ def test_the_data_parallel_path_with_one_rank_is_the_one_rank_path_bit_for_bit(
 @pytest.mark.clause("DPL-TRN-001", "DPL-INF-003")
 @pytest.mark.parametrize("dp", ["torch-ddp", "torch-fsdp1", "megatron"])
 def test_a_planted_overflow_on_one_rank_skips_exactly_that_step(dp: str, tmp_path: Path) -> None:
+    """Inputs: four ranks, an overflow planted at step 3 on rank 2, under ddp, fsdp1,
+    megatron. Expected: only step 3 skipped, triggered by rank 2; found_inf 1 (ddp,
+    megatron) or the flag count (fsdp1); ddp flags every rank, the sharded ones one rank.
+    Pass: all."""
     cfg = replace(SMALL, ranks=4, dp=dp, plant=((3, 2),))
     s = train(cfg, tmp_path, progress=False, report=False)
     assert s["skipped"] == [3]
@@ -72,6 +79,8 @@ def test_a_planted_overflow_on_one_rank_skips_exactly_that_step(dp: str, tmp_pat
 @pytest.mark.clause("DPL-INF-002", "DPL-TRN-001")
 def test_two_ranks_planting_at_one_step_are_counted_by_fsdp1_where_they_land(
         tmp_path: Path) -> None:
+    """Inputs: fsdp1, four ranks, ranks 0 and 3 planting at step 2. Expected: triggered_by
+    [0, 3], found_inf the sum of the flags (>= 1). Pass: both."""
     cfg = replace(SMALL, ranks=4, dp="torch-fsdp1", plant=((2, 0), (2, 3)))
     d = train(cfg, tmp_path, progress=False, report=False)["data_parallel"]
     skip = d["skips"][0]
@@ -81,6 +90,8 @@ def test_two_ranks_planting_at_one_step_are_counted_by_fsdp1_where_they_land(
 
 @pytest.mark.clause("DPL-TRN-001", "DPL-LAY-001")
 def test_a_resumed_four_rank_run_equals_the_uninterrupted_one(tmp_path: Path) -> None:
+    """Inputs: a four-rank run with a plant, whole and stopped at 5 then resumed. Expected:
+    identical final weights. Pass: bitwise equal."""
     cfg = replace(SMALL, ranks=4, plant=((4, 1),))
     train(cfg, tmp_path / "full", progress=False, report=False)
     train(cfg, tmp_path / "cut", progress=False, report=False, stop_after=5)
@@ -90,6 +101,9 @@ def test_a_resumed_four_rank_run_equals_the_uninterrupted_one(tmp_path: Path) ->
 
 @pytest.mark.clause("DPL-TRN-003")
 def test_the_ranks_change_the_weights_and_the_report_says_by_how_much(tmp_path: Path) -> None:
+    """Inputs: ddp and fsdp1 with two ranks and a plant at step 2, compared. Expected: a
+    gap to the one-rank twin between 0 and 0.5, step 2 skipped, the report section and
+    plot, the comparison table's rows. Pass: all."""
     rows = compare_dp(replace(SMALL, ranks=2, plant=((2, 1),)), ["torch-ddp", "torch-fsdp1"],
                       tmp_path, progress=False, report=True)
     for r in rows:
@@ -116,6 +130,9 @@ def test_the_ranks_change_the_weights_and_the_report_says_by_how_much(tmp_path: 
     ({"ranks": 2, "precision": "pure-fp16"}, "keeps float16 parameters"),
 ])
 def test_bad_data_parallel_configurations_are_named(changes: dict[str, object], msg: str) -> None:
+    """Inputs: ranks 0, True, 3 with batch 8; dp 'horovod'; reduce dtype float64; plants on
+    a missing rank and a negative step; pure-fp16 with ranks. Expected: TrainError with the
+    listed message. Pass: each."""
     with pytest.raises(TrainError) as e:
         replace(SMALL, **changes)  # type: ignore[arg-type]
     assert msg in str(e.value)
@@ -137,6 +154,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 ])
 def test_bad_data_parallel_flags_give_one_line_and_exit_2(args: list[str], msg: str,
                                                           tmp_path: Path) -> None:
+    """Inputs: a malformed plant, several --dp names with --compare, a repeated --dp,
+    reduce dtype int8. Expected: exit 2, the message, no traceback, at most two lines.
+    Pass: each."""
     r = _cli(*args, "--steps", "1", "--out", str(tmp_path / "o"), "--no-report", "--quiet")
     assert r.returncode == 2, r.stderr
     assert msg in r.stderr and "Traceback" not in r.stderr
