@@ -23,6 +23,9 @@ def _same_on_battery(fmt: str, kw_a: dict, kw_b: dict) -> bool:
 @pytest.mark.clause("ACC-IDN-001")
 @pytest.mark.parametrize("fmt", ["bfloat16", "tf32"])
 def test_every_model_is_named_with_exactly_the_models_equal_to_it(fmt: str) -> None:
+    """Inputs: each candidate GEMM model for bf16 and tf32 planted as the function under
+    test. Expected: identify_gemm names it together with exactly the candidates that agree
+    with it on the whole battery. Pass: equal sets."""
     cands = gemm_candidates(fmt)
     for label, kw in cands:
         def planted(a: np.ndarray, b: np.ndarray, kw: dict = kw) -> np.ndarray:
@@ -35,6 +38,8 @@ def test_every_model_is_named_with_exactly_the_models_equal_to_it(fmt: str) -> N
 
 @pytest.mark.clause("ACC-IDN-001")
 def test_bfloat16_tells_ampref_rules_from_mmasim_rules() -> None:
+    """Inputs: tensorcore:h100 with rules='mmasim' on bf16. Expected: the mmasim variant
+    named, no ampref-rules variant. Pass: both."""
     got = identify_gemm(lambda a, b: matmul(a, b, input_format="bfloat16",
                                             accumulation="tensorcore:h100", rules="mmasim"),
                         "bfloat16")
@@ -44,6 +49,9 @@ def test_bfloat16_tells_ampref_rules_from_mmasim_rules() -> None:
 
 @pytest.mark.clause("ACC-IDN-001")
 def test_a_hand_written_float32_loop_is_sequential_and_its_fused_twin_fma_chain() -> None:
+    """Inputs: a float32 loop GEMM and its fused twin on float32 and float16 inputs.
+    Expected: 'sequential', 'fma-chain', and both first on float16 (exact products). Pass:
+    each."""
     seq = identify_gemm(gemm_f32_loop, "float32")
     assert seq.matches == ("sequential",)
     fused = identify_gemm(lambda a, b: gemm_f32_loop(a, b, fused=True), "float32")
@@ -54,6 +62,9 @@ def test_a_hand_written_float32_loop_is_sequential_and_its_fused_twin_fma_chain(
 
 @pytest.mark.clause("ACC-IDN-001")
 def test_a_gemm_no_model_explains_gets_the_closest_and_its_first_element() -> None:
+    """Inputs: a float32 loop with element (2, 5) one ulp off. Expected: no match, closest
+    'sequential', 6 mismatches (one per battery pair), the first at (0, 2, 5) in hex. Pass:
+    all."""
     def off(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         c = gemm_f32_loop(a, b)
         c[2, 5] = np.nextafter(c[2, 5], np.float32(np.inf))
@@ -68,6 +79,8 @@ def test_a_gemm_no_model_explains_gets_the_closest_and_its_first_element() -> No
 
 @pytest.mark.clause("ACC-IDN-001", "API-ERR-001")
 def test_identify_gemm_refuses_non_callables_and_other_shapes() -> None:
+    """Inputs: a string instead of a function; a function returning shape (8,). Expected:
+    TypeError and ValueError naming them. Pass: both."""
     with pytest.raises(TypeError, match="needs a callable"):
         identify_gemm("sequential", "float16")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"returned shape \(8,\)"):

@@ -20,6 +20,9 @@ ROWS = re.findall(r"^\| (DPL-PRF-\d{3}) \| (\S+) \| (\w+) \| (\w+), (\w+) \| (\w
 @pytest.mark.clause("DPL-PRF-000", "DPL-PRF-001", "DPL-PRF-002", "DPL-PRF-003", "DPL-PRF-004",
                     "DPL-PRF-005", "DPL-PRF-006")
 def test_every_profile_row_is_the_spec_tables_row() -> None:
+    """Inputs: the data-parallel rows and the spec table's rows (specs/distributed.md).
+    Expected: the same names; layout, divide, divide_op, check, detect and agree equal per
+    row; every row names a source. Pass: all."""
     assert sorted(r[1] for r in ROWS) == sorted(DP_PROFILES)
     for _, name, layout, divide, op, check, detect, agree in ROWS:
         p = DP_PROFILES[name]
@@ -30,6 +33,8 @@ def test_every_profile_row_is_the_spec_tables_row() -> None:
 
 @pytest.mark.clause("DPL-PRF-000")
 def test_every_loss_scale_profile_trains_with_a_data_parallel_row() -> None:
+    """Inputs: DEFAULT_DP and the scaler profiles. Expected: one data-parallel row per
+    scaler profile, each a known row. Pass: both."""
     assert sorted(DEFAULT_DP) == sorted(PROFILES)
     assert all(v in DP_PROFILES for v in DEFAULT_DP.values())
 
@@ -38,11 +43,15 @@ def test_every_loss_scale_profile_trains_with_a_data_parallel_row() -> None:
 @pytest.mark.parametrize("ranks,pre", [(1, 1), (2, 2), (3, 2), (4, 2), (8, 4), (16, 4),
                                         (32, 8), (6, 4), (12, 4)])
 def test_the_fsdp_predivide_factor_is_torchs_loop(ranks: int, pre: int) -> None:
+    """Inputs: ranks 1, 2, 3, 4, 8, 16, 32, 6, 12. Expected: pre-divide factors 1, 2, 2, 2,
+    4, 4, 8, 4, 4 (torch's loop worked by hand). Pass: equal."""
     assert fsdp_predivide(ranks) == pre
 
 
 @pytest.mark.clause("DPL-DIV-001")
 def test_the_fsdp_predivide_factor_equals_torchs_function_live() -> None:
+    """Inputs: ranks 1..128 through torch's DefaultState._get_gradient_predivide_factor.
+    Expected: ampref's factor equal. Pass: equal for all."""
     pytest.importorskip("torch")
     hooks = pytest.importorskip("torch.distributed.algorithms._comm_hooks.default_hooks")
     for n in range(1, 129):
@@ -55,6 +64,8 @@ def test_the_fsdp_predivide_factor_equals_torchs_function_live() -> None:
                                          ("detect", "norm"), ("agree", "min"),
                                          ("order", "butterfly")])
 def test_a_row_with_a_field_outside_its_choices_is_refused(field: str, value: str) -> None:
+    """Inputs: a DataParallel row with one field outside its choices (seven cases).
+    Expected: ValueError naming the field and the value. Pass: both named."""
     kw = {"name": "x", "layout": "flat", "divide": "pre", "check": "full", "agree": "none"}
     kw[field] = value
     with pytest.raises(ValueError) as e:
@@ -64,6 +75,8 @@ def test_a_row_with_a_field_outside_its_choices_is_refused(field: str, value: st
 
 @pytest.mark.clause("DPL-ERR-001")
 def test_bucket_caps_must_be_positive_and_names_must_be_known() -> None:
+    """Inputs: empty bucket caps; get_dp('horovod'). Expected: ValueError naming
+    bucket_caps; ValueError naming horovod and the known rows. Pass: both."""
     with pytest.raises(ValueError, match="bucket_caps"):
         DataParallel(name="x", layout="buckets", divide="pre", check="full", agree="none",
                      bucket_caps=())

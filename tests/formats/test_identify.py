@@ -43,6 +43,9 @@ def _equivalent(v: Variant) -> set[Variant]:
 @pytest.mark.parametrize("fmt", ["float8_e4m3fn", "float8_e5m2"])
 def test_a_planted_cast_of_every_variant_is_named_as_that_variant_and_no_other(
         fmt: str) -> None:
+    """Inputs: every cast variant (rounding, saturation, subnormals, via float32) planted
+    for e4m3 and e5m2. Expected: identify names exactly that variant and its equivalents,
+    with no mismatch. Pass: equal sets."""
     for v in variants():
         got = identify(_planted(v, fmt), fmt)
         assert set(got.matches) == _equivalent(v), (str(v), str(got))
@@ -51,6 +54,8 @@ def test_a_planted_cast_of_every_variant_is_named_as_that_variant_and_no_other(
 
 @pytest.mark.clause("FMT-IDN-001")
 def test_numpy_and_ml_dtypes_casts_are_named_as_the_variants_they_implement() -> None:
+    """Inputs: NumPy's float16 cast and ml_dtypes' bf16 and e4m3 casts. Expected: direct
+    nearest-even for NumPy, via-float32 for ml_dtypes. Pass: equal."""
     direct = Variant(rounding="nearest_even", saturate=False, subnormals=True,
                      via_float32=False)
     via = dataclasses.replace(direct, via_float32=True)
@@ -87,6 +92,9 @@ def test_torchs_cpu_casts_are_named_as_the_variants_they_implement() -> None:
 
 @pytest.mark.clause("FMT-IDN-001")
 def test_a_cast_no_variant_explains_gets_the_closest_variant_and_the_first_input_in_hex() -> None:
+    """Inputs: an e5m2 cast with 1.0 replaced by 1.25. Expected: no match, closest nearest-
+    even direct, the first wrong input in 18-character hex with output 1.25, and the
+    message. Pass: all."""
     def off_by_one_code(x: np.ndarray) -> np.ndarray:
         q = ampref.quantize(x, "e5m2")
         q[np.abs(q) == 1.0] = 1.25  # one wrong code, as a table typo would give
@@ -103,6 +111,8 @@ def test_a_cast_no_variant_explains_gets_the_closest_variant_and_the_first_input
 
 @pytest.mark.clause("FMT-IDN-001")
 def test_the_battery_is_fixed_for_a_seed_and_holds_both_signs_and_the_specials() -> None:
+    """Inputs: bf16 batteries for seeds 3, 3, 4. Expected: equal for equal seeds, different
+    otherwise; two infs, two NaNs, +0 and -0. Pass: all."""
     a, b = battery("bf16", seed=3), battery("bf16", seed=3)
     assert a.tobytes() == b.tobytes() and battery("bf16", seed=4).tobytes() != a.tobytes()
     assert np.isinf(a).sum() == 2 and np.isnan(a).sum() == 2
@@ -111,6 +121,8 @@ def test_the_battery_is_fixed_for_a_seed_and_holds_both_signs_and_the_specials()
 
 @pytest.mark.clause("FMT-IDN-001", "API-ERR-001")
 def test_identify_refuses_a_non_callable_and_a_result_of_another_shape() -> None:
+    """Inputs: 3 instead of a function; a function returning 3 elements. Expected:
+    TypeError and ValueError. Pass: both."""
     with pytest.raises(TypeError, match="needs a callable"):
         identify(3, "e4m3")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="returned shape"):

@@ -63,6 +63,8 @@ def _assert_same(x: npt.NDArray[Any], fmt: Format, rnd: int, sat: bool, sub: boo
 @pytest.mark.clause("FMT-IMP-002")
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
 def test_every_float32_pattern_encodes_to_the_same_code_in_both_kernels(name: str) -> None:
+    """Inputs: all 2^32 float32 bit patterns, fp16 and bf16, nearest-even. Expected: the
+    compiled kernel's codes equal the NumPy specification's. Pass: identical arrays."""
     fmt = FORMATS[name]
     checked = 0
     for start in range(0, 1 << 32, 1 << 26):
@@ -91,6 +93,9 @@ def _sweep64() -> npt.NDArray[np.float64]:
 @pytest.mark.clause("FMT-IMP-002")
 @pytest.mark.parametrize("fmt", KERNEL_FORMATS, ids=lambda f: f.name)
 def test_strided_sweeps_of_every_mode_and_flag_agree_bit_for_bit(fmt: Format) -> None:
+    """Inputs: strided float32 and float64 sweeps through every kernel format, mode,
+    saturate and flush flag (more than 2 million checks). Expected: identical codes and NaN
+    masks from both kernels. Pass: equal."""
     checked = 0
     for x in (_sweep32(), _sweep64()):
         for rnd in range(len(MODE_NAMES)):
@@ -102,6 +107,8 @@ def test_strided_sweeps_of_every_mode_and_flag_agree_bit_for_bit(fmt: Format) ->
 
 @pytest.mark.clause("FMT-IMP-002", "FMT-SR-001")
 def test_caller_supplied_stochastic_words_give_the_same_bits() -> None:
+    """Inputs: the float32 sweep with random caller words, fp16, e5m2, e2m1. Expected:
+    identical results from both kernels. Pass: equal."""
     x = _sweep32()
     words = np.random.default_rng(4).integers(0, 1 << 32, x.size, dtype=np.uint64)
     for fmt in (FORMATS["float16"], FORMATS["float8_e5m2"], FORMATS["float4_e2m1fn"]):
@@ -111,6 +118,8 @@ def test_caller_supplied_stochastic_words_give_the_same_bits() -> None:
 @pytest.mark.clause("FMT-IMP-002")
 @given(data=st.data())
 def test_hard_cases_agree_in_both_kernels(data: st.DataObject) -> None:
+    """Inputs: hypothesis hard cases per format, source dtype, mode and flags. Expected:
+    identical results from both kernels. Pass: equal."""
     fmt = data.draw(st.sampled_from(KERNEL_FORMATS), label="fmt")
     dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
     values = data.draw(st.lists(hard_cases(fmt, dtype=dtype), min_size=1, max_size=40))
@@ -121,6 +130,8 @@ def test_hard_cases_agree_in_both_kernels(data: st.DataObject) -> None:
 
 @pytest.mark.clause("FMT-IMP-002")
 def test_large_arrays_split_across_threads_give_the_bits_of_one_pass() -> None:
+    """Inputs: 300,001 values (above the threading threshold) in fp16, e4m3, bf16, every
+    mode. Expected: identical to the single-pass specification. Pass: equal."""
     # above the parallel threshold the compiled kernel runs blocks on threads
     x = np.random.default_rng(2).standard_normal(300_001).astype(np.float32) * 1e3
     for fmt in (FORMATS["float16"], FORMATS["float8_e4m3fn"], FORMATS["bfloat16"]):
@@ -130,6 +141,9 @@ def test_large_arrays_split_across_threads_give_the_bits_of_one_pass() -> None:
 
 @pytest.mark.clause("FMT-IMP-002")
 def test_the_public_api_gives_the_same_values_under_either_switch() -> None:
+    """Inputs: the sweep through quantize in five formats, toward_negative, saturating,
+    with use_kernels('numpy') and ('compiled'). Expected: identical values. Pass: bitwise
+    equal."""
     x = _sweep32()[::7]
     for name in ("float16", "float8_e4m3fn", "float6_e2m3fn", "tf32", "float8_e8m0fnu"):
         with ampref.use_kernels("numpy"):
