@@ -47,6 +47,8 @@ def test_the_recorded_campaign_covers_every_configuration() -> None:
 @pytest.mark.clause("ACC-TC-008", "ACC-TC-007")
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_mmasim_rules_reproduce_every_recorded_mmasim_block_bit_for_bit(name: str) -> None:
+    """Inputs: every recorded MMA-Sim NVIDIA block case under rules='mmasim'. Expected:
+    MMA-Sim's outputs. Pass: no row differs."""
     bad = _mismatches(name, MMASIM_RULES)
     d = DATA[f"nv/{name}/d"]
     assert bad.size == 0, f"{name}: {bad.size} rows differ, first {bad[:3]}: want " \
@@ -73,6 +75,8 @@ def test_ampref_rules_differ_from_mmasim_on_some_rows_only() -> None:
 
 @pytest.mark.clause("ACC-TC-008")
 def test_gemm_under_mmasim_rules_equals_the_dot_model_bit_for_bit() -> None:
+    """Inputs: 24 H100 bf16 MMA-Sim rows as a GEMM under rules='mmasim'. Expected: the per-
+    element dot under the same rules. Pass: equal bits."""
     a, b, c = (DATA[f"nv/h100-bf16/{k}"][:24] for k in "abc")
     got = tc.gemm(a, b, np.tile(c[:, None], (1, 24)), gpu="h100", input_format="bf16",
                   rules="mmasim")
@@ -83,6 +87,9 @@ def test_gemm_under_mmasim_rules_equals_the_dot_model_bit_for_bit() -> None:
 
 @pytest.mark.clause("ACC-TC-008")
 def test_rules_are_named_or_built_and_bad_values_are_refused() -> None:
+    """Inputs: get_rules(None), ('MMASim'), ('hw'); Rules(overflow='wrap'),
+    Rules(zero_exponent='x'). Expected: the two rule sets; ValueError/TypeError naming each
+    bad value and the choices. Pass: each."""
     assert get_rules(None) is AMPREF_RULES and get_rules("MMASim") is MMASIM_RULES
     with pytest.raises(ValueError, match="unknown tensor-core rules 'hw'; choose one of "
                        "ampref, mmasim"):
@@ -96,6 +103,8 @@ def test_rules_are_named_or_built_and_bad_values_are_refused() -> None:
 
 @pytest.mark.clause("ACC-TC-008")
 def test_tf32_words_turn_a_low_payload_nan_into_infinity() -> None:
+    """Inputs: a low-payload NaN word times 1 on H100 tf32. Expected: inf under
+    rules='mmasim' (the word truncates to inf), NaN under ampref's rules. Pass: both."""
     nan_low = np.array([0x7F800001, 0x3F800000], np.uint32).view(np.float32)
     one = np.ones(2, np.float32)
     assert np.isinf(tc.dot(nan_low, one, gpu="h100", input_format="tf32", rules="mmasim"))

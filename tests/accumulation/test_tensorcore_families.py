@@ -75,6 +75,8 @@ def test_fp8_with_fp16_output_equals_the_rational_oracle(gpu: str, fmt: str, fra
 
 @pytest.mark.clause("ACC-TC-009")
 def test_the_e8m13_accumulator_still_rounds_hopper_fp8_with_fp32_output() -> None:
+    """Inputs: [1, 2^-8] . [1, 1] on H100 e4m3. Expected: 257/256 from the block-FMA oracle
+    with 13 fraction bits and the E8M13 output. Pass: same bits."""
     a = np.array([[1.0, 2.0**-8]]), np.array([[1.0, 1.0]])
     got = tc.dot(*a, gpu="h100", input_format="e4m3")
     want = block_fma_value([F(1), F(1, 256)], [F(1), F(1)], F(0), ea_min=-6, eb_min=-6,
@@ -85,6 +87,9 @@ def test_the_e8m13_accumulator_still_rounds_hopper_fp8_with_fp32_output() -> Non
 @pytest.mark.clause("ACC-TC-010")
 @pytest.mark.parametrize("gpu", ["a100", "h100", "h200", "b200"])
 def test_dmma_is_a_chain_of_correctly_rounded_fp64_fmas(gpu: str) -> None:
+    """Inputs: 30 rows of 9 float64 products over 2^-60..2^60 on A100, H100, H200, B200; a
+    4x5 GEMM. Expected: one exact-then-nearest-even float64 rounding per FMA; the GEMM
+    equals the dot. Pass: same bits."""
     rng = np.random.default_rng(12)
     a = rng.standard_normal((30, 9)) * np.exp2(rng.integers(-60, 60, (30, 9)))
     b = rng.standard_normal((30, 9)) * np.exp2(rng.integers(-60, 60, (30, 9)))
@@ -106,6 +111,8 @@ def test_dmma_is_a_chain_of_correctly_rounded_fp64_fmas(gpu: str) -> None:
 
 @pytest.mark.clause("ACC-TC-010", "ACC-API-001")
 def test_families_are_refused_where_the_gpu_lacks_them() -> None:
+    """Inputs: float64 on Ada, float32 output for float64 inputs, fp16 x e4m3. Expected:
+    ValueError naming each. Pass: each."""
     with pytest.raises(ValueError, match="ada has no float64 tensor-core path"):
         tc.dot(np.ones(4), np.ones(4), gpu="ada", input_format="float64",
                output_format="float64")
@@ -118,6 +125,9 @@ def test_families_are_refused_where_the_gpu_lacks_them() -> None:
 
 @pytest.mark.clause("ACC-EXA-001", "ACC-TC-010")
 def test_fma64_is_correctly_rounded_everywhere_in_the_exponent_range() -> None:
+    """Inputs: 20,000 triples over the whole float64 exponent range, half with near-
+    cancelling addends; signed-zero cases. Expected: the exact a*b + c rounded once (inf on
+    overflow); zero signs -, -, +. Pass: same bits."""
     rng = np.random.default_rng(13)
     n = 20000
     a = rng.standard_normal(n) * np.exp2(rng.integers(-560, 500, n))

@@ -130,6 +130,8 @@ ROWS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
                          ids=[r[0] for r in ROWS])
 def test_a_bad_value_gets_a_named_error_from_ampref(call: Callable[[], Any],
                                                     kind: type[Exception], words: str) -> None:
+    """Inputs: each row of the bad-value table (a call with one wrong value). Expected: the
+    row's exception type with its message words. Pass: raised and matched."""
     with pytest.raises(kind, match=words):
         call()
 
@@ -137,6 +139,9 @@ def test_a_bad_value_gets_a_named_error_from_ampref(call: Callable[[], Any],
 @pytest.mark.clause("ENG-SER-001")
 def test_save_refuses_what_a_checkpoint_cannot_hold_and_load_names_a_foreign_file(
         tmp_path: Path) -> None:
+    """Inputs: a set inside the object, an int key, a junk file, a plain .npz, a missing
+    path. Expected: TypeErrors naming the path and key rule; ValueErrors naming the foreign
+    files; FileNotFoundError. Pass: each."""
     with pytest.raises(TypeError, match=r"got set at \['a'\]\[1\]"):
         ampref.save({"a": [1, {2}]}, tmp_path / "x.ckpt")
     with pytest.raises(TypeError, match="keys must be str"):
@@ -153,6 +158,8 @@ def test_save_refuses_what_a_checkpoint_cannot_hold_and_load_names_a_foreign_fil
 
 @pytest.mark.clause("ENG-SER-001")
 def test_a_failed_save_leaves_the_previous_checkpoint_intact(tmp_path: Path) -> None:
+    """Inputs: a good checkpoint, then a save holding an unserialisable object to the same
+    path. Expected: TypeError and the previous file byte for byte. Pass: both."""
     path = tmp_path / "c.ckpt"
     ampref.save({"step": 1}, path)
     before = path.read_bytes()
@@ -163,6 +170,9 @@ def test_a_failed_save_leaves_the_previous_checkpoint_intact(tmp_path: Path) -> 
 
 @pytest.mark.clause("API-ERR-001", "SCL-GSC-001")
 def test_an_fp16_overflow_is_reported_by_the_scaler_and_no_numpy_warning_leaks() -> None:
+    """Inputs: inputs of 6e4 through an fp16 autocast linear and a GradScaler step,
+    warnings as errors. Expected: no warning, the step skipped, the scale halved to 2^14.
+    Pass: all."""
     model = nn.Linear(4, 2, seed=0)
     opt = optim.SGD(model.parameters(), lr=0.1)
     scaler = ampref.amp.GradScaler("cpu", init_scale=2.0**15)

@@ -131,17 +131,25 @@ def _assert_same_run(kind: str, torch_run: Any, engine_run: Any) -> None:
 @pytest.mark.clause("TRC-EQV-001")
 @pytest.mark.parametrize("kind", ["mlp", "block"])
 def test_fp32_training_under_emulate_equals_the_engine_bit_for_bit(kind: str) -> None:
+    """Inputs: four fp32 training steps of an MLP and a transformer block in torch under
+    emulate and in the engine. Expected: identical losses, weights and scaler states. Pass:
+    bitwise equal."""
     _assert_same_run(kind, _torch_run(kind, "fp32", 4), _engine_run(kind, "fp32", 4))
 
 
 @pytest.mark.clause("TRC-EQV-002")
 @pytest.mark.parametrize("kind", ["mlp", "block"])
 def test_bf16_autocast_training_under_emulate_equals_the_engine(kind: str) -> None:
+    """Inputs: three bf16-autocast steps of both models. Expected: identical runs. Pass:
+    bitwise equal."""
     _assert_same_run(kind, _torch_run(kind, "amp-bf16", 3), _engine_run(kind, "amp-bf16", 3))
 
 
 @pytest.mark.clause("TRC-EQV-003", "TRC-PWO-002")
 def test_fp16_autocast_with_torchs_gradscaler_equals_the_engine_and_its_scaler() -> None:
+    """Inputs: eight fp16-autocast steps with torch's GradScaler under emulate and the
+    engine's scaler. Expected: identical runs, equal final scales below 2^30, skipped steps
+    present. Pass: all."""
     el, ew, es = _engine_run("mlp", "amp-fp16", 8)
     tl, tw, ts = _torch_run("mlp", "amp-fp16", 8)
     _assert_same_run("mlp", (tl, tw, ts), (el, ew, es))
@@ -151,6 +159,9 @@ def test_fp16_autocast_with_torchs_gradscaler_equals_the_engine_and_its_scaler()
 
 @pytest.mark.clause("TRC-EQV-004")
 def test_an_adamw_step_is_not_claimed_equal_but_differs_by_a_few_ulps_of_the_update() -> None:
+    """Inputs: one AdamW step from the same gradients in the engine and in torch under
+    emulate. Expected: each weight within 4 ulps (2^-24 relative) of the largest possible
+    update lr/sqrt(1 - b2). Pass: within the bound."""
     # torch's AdamW (lerp_, addcmul_, addcdiv_) and the engine's Adam formula round
     # differently: after one step from the same gradients, each weight differs by at
     # most 4 ulps of the largest update (lr * |m/(sqrt(v) + eps)| <= lr * 1/sqrt(1 - b2)

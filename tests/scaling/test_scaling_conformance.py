@@ -69,6 +69,9 @@ def test_recorded_traces_cover_the_hard_cases() -> None:
 @pytest.mark.clause("SCL-PRF-001", "SCL-ARI-001", "SCL-GRW-001", "SCL-GRW-005", "SCL-STA-001")
 @pytest.mark.parametrize("i", [i for i, c in enumerate(TRACES) if c["lib"] == "torch"])
 def test_torch_profile_reproduces_recorded_gradscaler_traces(i: int) -> None:
+    """Inputs: each recorded torch GradScaler case (init, factors, interval, overflow
+    flags; tests/data/scaler_traces.json). Expected: the recorded (scale bits, tracker)
+    after every update. Pass: equal step for step."""
     case = TRACES[i]
     assert_same(ampref_trace(case), case["trace"], f"torch {case['version']} case {i}")
 
@@ -76,12 +79,17 @@ def test_torch_profile_reproduces_recorded_gradscaler_traces(i: int) -> None:
 @pytest.mark.clause("SCL-PRF-004", "SCL-GRW-003")
 @pytest.mark.parametrize("i", [i for i, c in enumerate(TRACES) if c["lib"] == "jmp"])
 def test_jmp_profile_reproduces_recorded_dynamic_loss_scale_traces(i: int) -> None:
+    """Inputs: each recorded jmp DynamicLossScale case. Expected: the recorded scale and
+    counter after every update. Pass: equal step for step."""
     case = TRACES[i]
     assert_same(ampref_trace(case), case["trace"], f"jmp {case['version']} case {i}")
 
 
 @pytest.mark.clause("SCL-PRF-001")
 def test_torch_profile_matches_a_live_gradscaler_on_random_sequences() -> None:
+    """Inputs: five random configurations (odd factors included) and 600 random flags each,
+    run through the installed torch's GradScaler. Expected: ampref's trace equals torch's.
+    Pass: equal step for step."""
     pytest.importorskip("torch")
     rng = np.random.default_rng(7)
     for _ in range(5):
@@ -96,6 +104,8 @@ def test_torch_profile_matches_a_live_gradscaler_on_random_sequences() -> None:
 
 @pytest.mark.clause("SCL-PRF-004")
 def test_jmp_profile_matches_live_jmp() -> None:
+    """Inputs: 300 random flags through the installed jmp with factor 3, period 3, min
+    0.25. Expected: ampref's trace equals jmp's. Pass: equal."""
     pytest.importorskip("jmp")
     rng = np.random.default_rng(8)
     case = dict(lib="jmp", init_scale=3.0, factor=3, period=3, min_scale=0.25,
@@ -106,6 +116,9 @@ def test_jmp_profile_matches_live_jmp() -> None:
 
 @pytest.mark.clause("SCL-STA-001")
 def test_torch_state_dict_round_trips_with_a_real_gradscaler() -> None:
+    """Inputs: a real GradScaler's state dict loaded into ampref, one update, and ampref's
+    dict loaded back into torch. Expected: scale 1024 and factor 1.5 read; torch's dict
+    equals ampref's; the same keys. Pass: all."""
     torch = pytest.importorskip("torch")
     real = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_factor=1.5, backoff_factor=0.25,
                                 growth_interval=7)
