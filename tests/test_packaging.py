@@ -26,12 +26,16 @@ from paths import ROOT
 
 @pytest.mark.clause("API-PKG-001")
 def test_the_distribution_installs_one_top_level_package_named_ampref() -> None:
+    """Inputs: the installed distribution's top_level.txt. Expected: exactly 'ampref'.
+    Pass: equal."""
     top = importlib.metadata.distribution("ampref").read_text("top_level.txt")
     assert top is not None and top.split() == ["ampref"]
 
 
 @pytest.mark.clause("API-PKG-001")
 def test_every_subpackage_of_the_checkout_is_listed_for_the_wheel() -> None:
+    """Inputs: pyproject.toml's package list and every __init__.py under ampref/. Expected:
+    every subpackage listed. Pass: none missing."""
     # a folder missing from pyproject's list imports in the checkout and is absent from
     # the wheel; CI's installed-wheel run would only see it as an ImportError
     if sys.version_info >= (3, 11):
@@ -53,6 +57,8 @@ def test_backends_are_a_subpackage_of_ampref() -> None:
 
 @pytest.mark.clause("API-PKG-001")
 def test_shipped_policies_are_package_data_from_the_single_source_in_specs() -> None:
+    """Inputs: the shipped policy resources. Expected: byte-identical to
+    specs/policies/*.toml and loadable by name. Pass: both."""
     assert {"torch-cpu", "torch-cuda"} <= set(policy_names())
     for name in ("torch-cuda", "torch-cpu"):
         shipped = resources.files("ampref.policy.shipped").joinpath(f"{name}.toml").read_bytes()
@@ -79,6 +85,9 @@ def test_an_unknown_cuda_source_is_refused_with_the_shipped_names() -> None:
                     reason="only in CI's run against the installed wheel")
 @pytest.mark.clause("API-PKG-001")
 def test_the_package_under_test_is_the_installed_wheel_not_the_checkout() -> None:
+    """Inputs (CI's wheel run only): the imported ampref's location. Expected: outside the
+    checkout, with the CUDA header, the shipped policy and every source file of the
+    checkout. Pass: all."""
     pkg = Path(ampref.__file__).resolve().parent
     assert ROOT not in pkg.parents, pkg
     assert (pkg / "backends" / "cuda" / "ampref_kernels.cuh").is_file()

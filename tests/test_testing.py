@@ -80,6 +80,9 @@ def test_ulp_distance_counts_steps_on_the_format_grid() -> None:
 
 @pytest.mark.clause("FMT-IDN-002")
 def test_assert_matches_passes_a_correct_cast_and_explains_a_half_away_bug_in_hex() -> None:
+    """Inputs: NumPy's fp16 cast (40 examples); an e4m3 quantizer rounding ties away.
+    Expected: the first passes; the second fails shrunk to one element with input, actual
+    and desired in hex and the variant it implements. Pass: both."""
     from ampref.testing import assert_matches
 
     assert_matches(lambda x: x.astype(np.float16), "fp16", max_examples=40)
@@ -97,6 +100,9 @@ def test_assert_matches_passes_a_correct_cast_and_explains_a_half_away_bug_in_he
 
 @pytest.mark.clause("FMT-IDN-002")
 def test_failure_messages_show_position_block_and_exact_values() -> None:
+    """Inputs: two 2x4 arrays differing at (1, 3), block 2; inputs of another shape.
+    Expected: the exact message with position, block and element, hex and float.hex values;
+    ValueError for the shape. Pass: both."""
     x = np.array([[1, 2, 3, 4], [5, 6, 7, 2.0**-119 * (1 + 2.0**-23)]], dtype=np.float32)
     y = x.copy()
     y[1, 3] *= 2

@@ -59,11 +59,6 @@ def test_trace_refuses_a_folder_without_specs_instead_of_reporting_zero_clauses(
     assert "no spec clauses" in capsys.readouterr().err
 
 
-#: citing tests without a docstring (inputs, expected result, pass criterion) when this
-#: ceiling was last lowered; it may only go down (CRT-CAS-001)
-UNDOCUMENTED_CEILING = 145
-
-
 def _undocumented() -> list[str]:
     import ast
 
@@ -79,11 +74,10 @@ def _undocumented() -> list[str]:
 
 
 @pytest.mark.clause("CRT-CAS-001")
-def test_no_new_clause_citing_test_lacks_a_docstring() -> None:
-    """Input: every test function that cites a clause. Expected: at most the recorded
-    ceiling lack a docstring (the procedure column of the evidence pack), and a test
-    added since has one. Pass: the count is at most UNDOCUMENTED_CEILING."""
+def test_every_clause_citing_test_has_a_docstring() -> None:
+    """Input: every test function that cites a clause. Expected: each has a docstring
+    (its inputs, expected result and pass criterion: the procedure column of the
+    evidence pack). Pass: none without one."""
     missing = _undocumented()
-    assert len(missing) <= UNDOCUMENTED_CEILING, (
-        f"{len(missing)} clause-citing tests without a docstring (ceiling "
-        f"{UNDOCUMENTED_CEILING}); document the new ones: {missing[-5:]}")
+    assert not missing, (f"{len(missing)} clause-citing tests without a docstring: "
+                         f"{missing[:10]}")

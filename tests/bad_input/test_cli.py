@@ -31,6 +31,8 @@ BAD = [
 @pytest.mark.parametrize(("argv", "words"), BAD, ids=[a for a, _ in BAD])
 def test_a_bad_command_line_prints_one_line_naming_the_problem_and_exits_2(
         argv: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Inputs: each bad command line of the table. Expected: exit 2, one stderr line with
+    the listed words, no traceback, nothing written to the results folder. Pass: all."""
     assert main(argv.format(tmp=tmp_path / "r").split()) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1 and "Traceback" not in err, err
@@ -71,6 +73,9 @@ def test_without_dask_a_well_formed_campaign_names_the_missing_extra(
 
 @pytest.mark.clause("CRT-CMP-004")
 def test_rounding_saturate_and_subnormal_flags_narrow_a_campaign_matrix() -> None:
+    """Inputs: matrix(['e4m3']), with toward_zero and saturate for two formats, and with
+    subnormals=False. Expected: 28 cells; only the asked mode and saturation with both
+    subnormal settings; 14 cells all without subnormals. Pass: each."""
     assert len(matrix(["e4m3"])) == 7 * 2 * 2
     cells = matrix(["e4m3", "bf16"], roundings=["toward_zero"], saturate=True)
     assert {(c.fmt, c.rounding, c.saturate) for c in cells} == {
@@ -83,6 +88,8 @@ def test_rounding_saturate_and_subnormal_flags_narrow_a_campaign_matrix() -> Non
 @pytest.mark.clause("CRT-CMP-004")
 def test_commas_and_spaces_mean_the_same_list(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Inputs: verify --matrix 'e4m3,bf16', 'e4m3 bf16', and 'e4m3,' 'bf16' (Dask needed).
+    Expected: two certificates for the first two; exit 2 for the empty item. Pass: each."""
     common = ["--rounding", "toward_zero", "--saturate", "--no-subnormals", "--stride",
               str(2**30), "--quiet", "--workers", "1", "--scheduler", "local"]
     for name, fmts in (("a", ["e4m3,bf16"]), ("b", ["e4m3", "bf16"]), ("c", ["e4m3,", "bf16"])):

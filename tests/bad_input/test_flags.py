@@ -92,6 +92,9 @@ FLAGS: list[tuple[str, Callable[[Any], Any], str]] = [
                          ids=[n for n, _, _ in FLAGS])
 def test_a_boolean_parameter_refuses_anything_but_a_bool(call: Callable[[Any], Any],
                                                          param: str, bad: Any) -> None:
+    """Inputs: each boolean parameter of the table given 'no', 'False', 0, 1, None, 1.0.
+    Expected: TypeError naming the parameter and the value's type. Pass: raised and
+    matched."""
     with pytest.raises(TypeError, match=rf"{param} must be a bool .*{type(bad).__name__}"):
         call(bad)
 
@@ -101,5 +104,7 @@ def test_a_boolean_parameter_refuses_anything_but_a_bool(call: Callable[[Any], A
                          ids=[n for n, _, _ in FLAGS])
 def test_a_boolean_parameter_accepts_python_and_numpy_bools(call: Callable[[Any], Any],
                                                             param: str) -> None:
+    """Inputs: each boolean parameter given True and np.bool_(False). Expected: accepted.
+    Pass: no exception."""
     call(True)
     call(np.bool_(False))

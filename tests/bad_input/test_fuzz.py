@@ -115,6 +115,10 @@ EXPECTED = (ValueError, TypeError, FileNotFoundError)
 @pytest.mark.clause("API-ERR-001")
 def test_no_public_call_lets_a_foreign_exception_or_a_warning_escape(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs: 60+ public calls with each argument replaced by each of a dozen wrong values
+    (None, strings, floats, negatives, empty lists, complex and object arrays, bools, NaN,
+    dicts, tuples). Expected: success or ValueError/TypeError/FileNotFoundError, no
+    warning. Pass: no foreign exception."""
     # a path argument replaced by "x" is a valid relative path: it must land here, not
     # in the checkout (save wrote ./x into the source root)
     monkeypatch.chdir(tmp_path)

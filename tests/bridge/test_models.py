@@ -65,6 +65,9 @@ def _train_gpt(autocast: bool) -> tuple[list[float], Any]:
 @pytest.mark.clause("TRC-EMU-001")
 @pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "amp-bf16"])
 def test_a_gpt_style_model_trains_with_every_floating_op_emulated(autocast: bool) -> None:
+    """Inputs: a small GPT-style model trained twice under emulate, fp32 and bf16 autocast.
+    Expected: finite falling losses, identical across the two runs with identical weights.
+    Pass: all."""
     losses, state = _train_gpt(autocast)
     again, state2 = _train_gpt(autocast)
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
@@ -75,6 +78,9 @@ def test_a_gpt_style_model_trains_with_every_floating_op_emulated(autocast: bool
 
 @pytest.mark.clause("TRC-EMU-001", "TRC-NRM-001")
 def test_a_cnn_trains_with_every_floating_op_emulated() -> None:
+    """Inputs: a CNN with batch norm, max-pool, group norm, SiLU, adaptive pooling; three
+    SGD steps under emulate. Expected: no op left to torch, finite falling losses, the
+    convolution and norm ops among the emulated. Pass: all."""
     torch.manual_seed(0)
     cnn = torch.nn.Sequential(
         torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),

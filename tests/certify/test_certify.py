@@ -91,6 +91,11 @@ def _bad_certificate(results: Path) -> Path:
 @pytest.mark.clause("CRT-RPT-001", "CRT-RPT-002", "CRT-RPT-003", "CRT-RPT-004", "CRT-RPT-007")
 def test_a_failing_clause_and_a_mismatching_certificate_make_the_report_fail(
         tmp_path: Path) -> None:
+    """Inputs: a toy source with a failing, a skipped and an uncovered clause, a deviation
+    block, a vector set, and an imported certificate with a mismatch. Expected: FAILED, the
+    four statuses, the skip reason, both problems, the banner before the summary, the
+    deviation, the vector row, identical determinism runs, the saved JSON and four JUnit
+    cases. Pass: all."""
     from ampref.certify import report as certreport
     src = _source(tmp_path / "src", failing=True)
     doc = certreport.certify(tmp_path / "out", source=src, stride=1 << 30,  # 4 per cell
@@ -143,6 +148,9 @@ def test_the_command_exits_0_passed_3_incomplete_and_1_failed(tmp_path: Path) ->
 
 @pytest.mark.clause("CRT-RPT-006")
 def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    """Inputs: a passing toy pack's HTML screenshot in headless Chromium (skipped without
+    it). Expected: a non-blank 900-pixel page with the green PASSED banner at the top.
+    Pass: both."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         pytest.skip("no Chromium on this machine (CI installs Debian's chromium)")
@@ -165,6 +173,8 @@ def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
                     reason="an installed wheel has no specs/ and tests/ beside it")
 @pytest.mark.clause("CRT-RPT-001")
 def test_without_source_certify_finds_the_checkout_it_runs_from_and_hashes_every_room() -> None:
+    """Inputs: find_source(None) from the checkout. Expected: the checkout's root, and file
+    hashes for every room (engine and formats files listed). Pass: both."""
     from ampref.certify import evidence
 
     root = Path(__file__).resolve().parents[2]

@@ -18,6 +18,9 @@ FORMATS = list(ampref.FORMATS.values())
 @pytest.mark.clause("FMT-VER-001")
 @pytest.mark.parametrize("fmt", [f for f in FORMATS if f.bits <= 16], ids=lambda f: f.name)
 def test_float64_oracle_agrees_with_the_exact_rational_oracle(fmt: ampref.Format) -> None:
+    """Inputs: 3000 random float32 patterns plus landmarks, every format of at most 16
+    bits, every mode (fixed words). Expected: the float64 oracle's values equal the
+    rational oracle's, sign of zero and NaN included. Pass: each element."""
     rng = np.random.default_rng(5)
     pats = rng.integers(0, 2**32, 3000, dtype=np.uint64).astype(np.uint32)
     x = pats.view(np.float32)
@@ -42,6 +45,8 @@ def test_float64_oracle_agrees_with_the_exact_rational_oracle(fmt: ampref.Format
 @pytest.mark.clause("FMT-VER-001")
 @pytest.mark.parametrize("fmt", ["float16", "bfloat16", "e4m3", "e5m2fnuz", "e2m1", "e8m0", "tf32"])
 def test_strided_certificate_passes_for_every_mode(fmt: str) -> None:
+    """Inputs: every 100,003rd float32 pattern, seven formats, every mode. Expected: a
+    passing certificate over exactly that many patterns. Pass: both."""
     for rnd in RoundingMode:
         res = verify(fmt, rnd.value, stride=100_003, workers=1, progress=False)
         assert res.ok, (fmt, rnd, res.first)
@@ -50,6 +55,9 @@ def test_strided_certificate_passes_for_every_mode(fmt: str) -> None:
 
 @pytest.mark.clause("FMT-VER-001")
 def test_certificate_covers_flags_and_reports_the_peer() -> None:
+    """Inputs: a 100,000-pattern fp16 block; e4m3 blocks with saturation and with flushing.
+    Expected: passing certificates, NumPy named as fp16's peer with 100,000 checked. Pass:
+    all."""
     res = verify_block(0x30000000, 0x30000000 + 100_000, 1, "float16", "nearest_even", False, True,
                        0)
     assert res.ok and res.peer == "numpy" and res.peer_checked == 100_000
@@ -75,6 +83,8 @@ def test_cli_rejects_unknown_format_in_one_line(capsys: pytest.CaptureFixture[st
 @pytest.mark.clause("FMT-VER-001")
 def test_cli_bounds_the_worker_count_instead_of_starting_thousands(
         capsys: pytest.CaptureFixture[str]) -> None:
+    """Inputs: ampref verify --workers 100000. Expected: exit 2 and one line naming the
+    allowed range. Pass: both."""
     assert main(["verify", "--workers", "100000", "--stride", "1000003", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "workers must be an int in [1, " in err and err.count("\n") == 1

@@ -71,12 +71,18 @@ def _actual() -> tuple[set[tuple[str, str, str]], list[str]]:
 
 @pytest.mark.clause("API-TCH-001")
 def test_positional_parameters_are_a_prefix_of_torchs_and_extras_are_keyword_only() -> None:
+    """Inputs: every public ampref callable with a torch counterpart, both signatures.
+    Expected: ampref's positional parameters are a prefix of torch's and its extras
+    keyword-only. Pass: no error."""
     _, errors = _actual()
     assert errors == []
 
 
 @pytest.mark.clause("API-TCH-001")
 def test_every_difference_from_torch_is_documented_and_every_documented_one_exists() -> None:
+    """Inputs: the found signature differences and those listed in docs/torch-api-
+    differences.md (more than 50). Expected: the two sets equal. Pass: nothing
+    undocumented, nothing stale."""
     found, _ = _actual()
     documented = _documented()
     assert len(documented) > 50
@@ -86,6 +92,8 @@ def test_every_difference_from_torch_is_documented_and_every_documented_one_exis
 
 @pytest.mark.clause("API-TCH-001")
 def test_the_comparison_catches_a_swapped_positional_order() -> None:
+    """Inputs: an old SGD(params, lr, momentum, weight_decay) signature against torch's.
+    Expected: an error saying it is not a prefix. Pass: reported."""
     # the old optim.SGD(params, lr, momentum, weight_decay, ...) order, which bound a torch
     # user's positional dampening to weight_decay
     def old_sgd(params: Any, lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> None:

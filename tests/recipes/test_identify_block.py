@@ -23,6 +23,8 @@ NAMES = [r for r in RECIPES if r != "fp8_delayed"]
 @pytest.mark.clause("REC-IDN-001")
 @pytest.mark.parametrize("recipe", NAMES)
 def test_every_shipped_profile_and_rule_is_named_as_exactly_itself(recipe: str) -> None:
+    """Inputs: each shipped (profile, rule) of each recipe planted as the function under
+    test. Expected: identify_block names exactly that candidate. Pass: equal."""
     for label, opts in candidates(recipe):
         got = identify_block(reference(recipe, opts), recipe)
         assert got.matches == (label,), (label, str(got))
@@ -30,6 +32,8 @@ def test_every_shipped_profile_and_rule_is_named_as_exactly_itself(recipe: str) 
 
 @pytest.mark.clause("REC-IDN-001")
 def test_a_hand_written_ocp_quantizer_is_named_as_the_ocp_floor_rule() -> None:
+    """Inputs: a hand-written OCP floor MXFP8 quantizer (ampref's OCP rows for NaN/inf
+    blocks). Expected: the ocp floor rule among the matches. Pass: named."""
     x = block_battery("mxfp8_e4m3")
     finite: np.ndarray = np.asarray(np.isfinite(x).all(axis=1))
 
@@ -45,6 +49,8 @@ def test_a_hand_written_ocp_quantizer_is_named_as_the_ocp_floor_rule() -> None:
 
 @pytest.mark.clause("REC-IDN-001")
 def test_a_quantizer_no_profile_explains_gets_the_closest_and_its_first_miss() -> None:
+    """Inputs: ocp/even MXFP8 values with one element one bit off. Expected: no match,
+    closest ocp/even, one mismatch at row 2, block 1, element 5 in hex. Pass: all."""
     def rounds_elements_half_away(m: np.ndarray) -> Any:
         q = recipes.quantize(m, "mxfp8_e4m3", profile="ocp", scale_rule="even")
         v = q.values.copy()
@@ -61,6 +67,8 @@ def test_a_quantizer_no_profile_explains_gets_the_closest_and_its_first_miss() -
 
 @pytest.mark.clause("REC-IDN-001", "API-ERR-001")
 def test_identify_block_refuses_delayed_scaling_non_callables_and_other_shapes() -> None:
+    """Inputs: fp8_delayed; None as the function; a function returning fewer columns;
+    recipe 'mxfp9'. Expected: ValueError/TypeError naming each. Pass: each."""
     with pytest.raises(ValueError, match="fp8_delayed depends on the amax history"):
         identify_block(lambda m: m, "fp8_delayed")
     with pytest.raises(TypeError, match="needs a callable"):

@@ -59,6 +59,9 @@ def _oracle(qa: Any, qb: Any) -> np.ndarray:
 @pytest.mark.parametrize("shape", [(5, 5), (4, 7)], ids=["square", "wide"])
 def test_global_scales_of_every_combination_match_the_rational_oracle(
         ka: str, kb: str, shape: tuple[int, int]) -> None:
+    """Inputs: every pair of operand kinds (global scale none, scalar, per row) in square
+    and wide GEMMs. Expected: the rational oracle's decode-accumulate-times-alpha result.
+    Pass: bitwise equal."""
     qa, qb = _operand(shape[0], ka, 1), _operand(shape[1], kb, 2)
     got = recipes.matmul(qa, qb)
     assert got.shape == shape
@@ -69,6 +72,9 @@ def test_global_scales_of_every_combination_match_the_rational_oracle(
 @pytest.mark.parametrize("ka", sorted(KINDS))
 @pytest.mark.parametrize("kb", sorted(KINDS))
 def test_block_scaled_gpus_apply_the_same_alpha(ka: str, kb: str) -> None:
+    """Inputs: every pair of operand kinds under tensorcore:b200, with and without global
+    scales. Expected: the scaled result equals the unscaled one times alpha (outer product
+    of the global scales) in float32. Pass: bitwise equal."""
     qa, qb = _operand(6, ka, 3), _operand(6, kb, 4)
     got = recipes.matmul(qa, qb, accumulation="tensorcore:b200")
     bare = recipes.matmul(replace(qa, global_scale=None), replace(qb, global_scale=None),

@@ -23,6 +23,9 @@ def _cfg(name: str):  # type: ignore[no-untyped-def]
 @pytest.mark.clause("SCL-IDN-001")
 @pytest.mark.parametrize("name", sorted(PROFILES))
 def test_every_profile_is_named_with_exactly_the_profiles_equal_to_it(name: str) -> None:
+    """Inputs: each profile's trajectory on the scaler battery planted as the function
+    under test. Expected: identify_scaler names it with exactly the profiles whose
+    trajectories coincide (at most two: tf-keras and jmp). Pass: equal sets."""
     flags = scaler_battery(INIT, G)
     mine = trajectory(_cfg(name), flags)
     twins = {n for n in PROFILES if trajectory(_cfg(n), flags) == mine}
@@ -33,6 +36,8 @@ def test_every_profile_is_named_with_exactly_the_profiles_equal_to_it(name: str)
 
 @pytest.mark.clause("SCL-IDN-001")
 def test_torchs_own_update_kernel_is_named_torch() -> None:
+    """Inputs: torch's _amp_update_scale_ driven by the battery's flags. Expected:
+    identified as torch only. Pass: equal."""
     torch = pytest.importorskip("torch")
 
     def kernel(flags: list[bool]) -> list[float]:
@@ -47,6 +52,9 @@ def test_torchs_own_update_kernel_is_named_torch() -> None:
 
 @pytest.mark.clause("SCL-IDN-001")
 def test_a_textbook_float32_scaler_is_torch_and_a_float64_one_no_profile() -> None:
+    """Inputs: a textbook scaler in float32 and in float64. Expected: torch for the first;
+    no match for the second, whose first difference is a growth beyond float32's range.
+    Pass: both."""
     ok = identify_scaler(lambda f: textbook_scaler(f, init=INIT, interval=G),
                          init_scale=INIT, growth_interval=G)
     assert ok.matches == ("torch",)
@@ -60,6 +68,8 @@ def test_a_textbook_float32_scaler_is_torch_and_a_float64_one_no_profile() -> No
 
 @pytest.mark.clause("SCL-IDN-001", "API-ERR-001")
 def test_identify_scaler_refuses_non_callables_and_bad_parameters() -> None:
+    """Inputs: a list instead of a function; growth_interval 0. Expected: TypeError and
+    ValueError. Pass: both."""
     with pytest.raises(TypeError, match="needs a callable"):
         identify_scaler([1.0])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="growth_interval"):
