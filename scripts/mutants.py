@@ -242,7 +242,8 @@ def report(outcomes: list[Outcome], baseline: dict[str, str], args: argparse.Nam
                  if o.status == "survived"]
     return "\n".join([
         f"# Mutation report: sources at {head}, tests at {args.tests_at or head}",
-        "", f"seed {args.seed}, {args.per_area} mutants per area, machine "
+        "", (f"mutants replayed from {args.mutants_from}" if args.mutants_from else
+             f"seed {args.seed}, {args.per_area} mutants per area") + ", machine "
         f"{os.uname().nodename}, {time.strftime('%Y-%m-%d %H:%M')}", "", *rows, "",
         "## Survivors", "", *(survivors or ["none"]), ""])
 
