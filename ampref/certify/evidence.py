@@ -115,10 +115,16 @@ def run_tests(source: Path, out: Path, args: list[str] | None = None,
     ev, junit = out / "tests.json", out / "junit.xml"
     env = dict(os.environ, AMPREF_EVIDENCE_OUT=str(ev))
     where = [str(p) for p in paths] if paths else [str(source / "tests")]
+    # run from the output folder with the source as rootdir: `python -m pytest` puts its
+    # working directory first on sys.path, and a source tree there would shadow the
+    # installed package under test (a wheel has ampref.backends, the tree does not)
+    config = ["-c", str(source / "pyproject.toml")] if (source / "pyproject.toml").exists() \
+        else []
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "ampref.certify.plugin",
-           "-p", "no:cacheprovider", f"--junitxml={junit}", *where, *(args or [])]
+           "-p", "no:cacheprovider", f"--rootdir={source}", *config, f"--junitxml={junit}",
+           *where, *(args or [])]
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, cwd=source, env=env, capture_output=True, text=True)
+    r = subprocess.run(cmd, cwd=out, env=env, capture_output=True, text=True)
     data = json.loads(ev.read_text()) if ev.exists() else {"exitstatus": r.returncode,
                                                           "items": {}}
     # the command without the output folder, so that two packs compare equal (CRT-QUA-005)
