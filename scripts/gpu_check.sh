@@ -15,7 +15,7 @@
 #    every library GEMM flavour on operands never recorded, against cublas:<gpu>; torch's
 #    real CUDA autocast traced op by op on the bridge's model zoo;
 # 5. bench.txt: benchmarks/bench_device.py (device kernels against CuPy in one run);
-# 6. train.txt: `ampref train --backend cupy` final.npz hashes against the NumPy backend's,
+# 6. train.txt: `python3 -m ampref train --backend cupy` final.npz hashes against the NumPy backend's,
 #    both run here (the default model, 160 steps, fp32 / amp-fp16 / amp-bf16).
 # Each step has its own time limit; a failing step is logged and the next one runs.
 set -uo pipefail
@@ -41,7 +41,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, log the exit status
     python3 -m pip install --quiet --no-deps --no-build-isolation "$root"
   fi
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  python3 - <<'PY'
+  (cd /tmp && python3 - <<'PY'
 import platform, numpy, numba, torch
 import ampref
 print("python", platform.python_version(), "numpy", numpy.__version__, "numba", numba.__version__)
@@ -53,6 +53,7 @@ except ImportError as e:
     print("cupy: not importable:", e)
 print("ampref from", ampref.__file__)
 PY
+  )
 } > "$out/device.txt" 2>&1
 cat "$out/device.txt"
 
@@ -67,7 +68,7 @@ tail -n 12 "$out/bench.txt"
 {
   for mode in fp32 amp-fp16 amp-bf16; do
     for be in cupy numpy; do
-      step "train $mode on $be" 60 ampref train --backend "$be" --precision "$mode" --quiet \
+      step "train $mode on $be" 120 python3 -m ampref train --backend "$be" --precision "$mode" --quiet \
         --no-report --out "/tmp/gpu-train-$be-$mode"
     done
     a=$(sha256sum < "/tmp/gpu-train-cupy-$mode/final.npz" | cut -c1-16)
