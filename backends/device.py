@@ -183,7 +183,9 @@ class DeviceBackend:
             return self._batched(a, b, lambda A, B: self._gemm_ex(A, B, fin))
         # the chain kernel computes tensorcore:<gpu>, and cublas:<gpu> for 16-bit inputs
         # (the library GEMM is that chain in float32: ACC-LIB-001)
+        # (one slice: a split-K library model runs on the host reference)
         if (model.kernel in ("tensorcore", "library") and model.gpu in MMA_GPUS
+                and model.split_k == 1
                 and fin.name in _MMA_FORMATS and isinstance(self.kernels, TensorCoreKernels)):
             return self._batched(a, b, lambda A, B: self._mma(A, B, fin))
         # every other model: the reference on the host (one copy each way)

@@ -1,7 +1,7 @@
 """Record what a GPU computes and compare it with ampref's models, in one run (part of
 ``scripts/gpu_check.sh``; ``docs/gpu-validation.md`` says what each part found).
 
-    python3 scripts/gpu_records.py --out DIR [--device cuda|cpu] [--part gemm,autocast]
+    python3 scripts/gpu_records.py --out DIR [--device cuda|cpu] [--part gemm,splitk,autocast]
 
 Parts:
 
@@ -12,6 +12,11 @@ Parts:
   K = 200, 1000; 8 x 8192 @ 8192 x 8, where cuBLAS may split K). Each output is compared
   with ``cublas:<gpu>`` (``:fast-accum``), bitwise, or with ACC-BND-003's bound for TF32
   and float32; inputs and outputs go to ``gemm_records.npz`` for the tests.
+* ``splitk``: long-K GEMMs with small M x N (where cuBLAS picks split-K kernels; ACC-LIB-006)
+  on fresh operands, fp16/bf16 -> float32 and e4m3 with and without fast accumulation;
+  for each, the slice counts S in 1..64 for which ``cublas:<gpu>[:fast-accum]:split-k=S``
+  reproduces every element (S is cuBLAS's heuristic choice; the rule is the slicing and
+  the float32 reduction). Outputs to ``splitk_records.npz``.
 * ``autocast``: one training step of each model of ``tests/bridge/zoo.py`` under the real
   ``torch.autocast("cuda", dtype)``, its aten ops (name, output dtypes, floating input
   shapes) logged below autograd, to ``autocast_traces.json``: the oracle for ampref's
@@ -141,6 +146,48 @@ def part_gemm(dev: str, gpu: str, out: Path) -> dict[str, Any]:
     return summary
 
 
+SPLITK_SHAPES = ((8, 4096, 8), (8, 8192, 8), (8, 16384, 8), (16, 8192, 16), (32, 4096, 32),
+                 (64, 8192, 64), (8, 3000, 8), (8, 12345, 8))
+
+
+def part_splitk(dev: str, gpu: str, out: Path) -> dict[str, Any]:
+    import ampref
+    from ampref.accumulation import models
+
+    rng = np.random.default_rng(11)
+    picks = {"torch.mm fp16->fp32": ("float16", ""), "torch.mm bf16->fp32": ("bfloat16", ""),
+             "_scaled_mm float8_e4m3fn fast_accum": ("float8_e4m3fn", ":fast-accum"),
+             "_scaled_mm float8_e4m3fn": ("float8_e4m3fn", "")}
+    runs = flavours(dev, gpu)
+    summary: dict[str, Any] = {}
+    arrays: dict[str, Any] = {}
+    for m, k, n in SPLITK_SHAPES:
+        a32 = rng.standard_normal((m, k)).astype(np.float32)
+        b32 = rng.standard_normal((k, n)).astype(np.float32)
+        for name, (fin, option) in picks.items():
+            a = ampref.quantize(a32, fin, saturate=True).astype(np.float64)
+            b = ampref.quantize(b32, fin, saturate=True).astype(np.float64)
+            tag = f"{name}|{m}x{k}x{n}"
+            try:
+                got = np.asarray(runs[name][3](a, b), np.float32)
+            except Exception as e:  # noqa: BLE001 - a flavour the device lacks
+                summary[tag] = f"not run: {type(e).__name__}: {str(e)[:120]}"
+                continue
+            arrays[tag + "|a"], arrays[tag + "|b"] = a.astype(np.float32), b.astype(np.float32)
+            arrays[tag + "|out"] = got
+            fits = []
+            for split in range(1, 65):
+                want = np.asarray(models.matmul(
+                    a, b, input_format=fin, output_format="float32",
+                    accumulation=f"cublas:{gpu}{option}:split-k={split}"), np.float32)
+                if np.array_equal(got.view(np.uint32), want.view(np.uint32)):
+                    fits.append(split)
+            summary[tag] = f"split-k fits {fits}" if fits else "no split-k count fits"
+            print(f"splitk {tag}: {summary[tag]}", flush=True)
+    np.savez_compressed(out / "splitk_records.npz", **arrays)
+    return summary
+
+
 def part_autocast(dev: str, out: Path) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT / "tests" / "bridge"))
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -218,13 +265,15 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     parts = [p.strip() for p in args.part.split(",") if p.strip()]
-    unknown = sorted(set(parts) - {"gemm", "autocast"})
+    unknown = sorted(set(parts) - {"gemm", "splitk", "autocast"})
     if unknown:
-        ap.error(f"unknown part(s) {', '.join(unknown)}; choose gemm, autocast")
+        ap.error(f"unknown part(s) {', '.join(unknown)}; choose gemm, splitk, autocast")
     summary: dict[str, Any] = {"device": _device_name(args.device), "torch": torch.__version__,
                                "cuda": torch.version.cuda, "python": platform.python_version()}
     if "gemm" in parts:
         summary["gemm"] = part_gemm(args.device, args.gpu, out)
+    if "splitk" in parts:
+        summary["splitk"] = part_splitk(args.device, args.gpu, out)
     if "autocast" in parts:
         summary["autocast"] = part_autocast(args.device, out)
     (out / "records.json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -1,5 +1,6 @@
 """Library-kernel models: the GEMMs cuBLAS and cuBLASLt run on a GPU, as torch calls them
-(``accumulation="cublas:<gpu>[:fast-accum]"``; ``specs/accumulation.md`` ACC-LIB-*).
+(``accumulation="cublas:<gpu>[:fast-accum][:split-k=<S>]"``; ``specs/accumulation.md``
+ACC-LIB-*).
 
 A library GEMM is the GPU's matrix instruction chained over K plus what the kernel does
 around it. Derived from outputs recorded on an H100 (torch 2.11, cuBLAS 13;
@@ -15,6 +16,11 @@ around it. Derived from outputs recorded on an H100 (torch 2.11, cuBLAS 13;
   output format. The recorded data also fit the exact sum of the partial results
   rounded once; the sequential float32 additions are the mechanism (CUTLASS's
   promotion, DeepSeek-V3 sec. 3.3.2) and are what is stated.
+* split-K (``split-k=S``, the kernel cuBLAS picks for small M x N with long K): K is cut
+  into S slices of ``ceil(ceil(K / 128) / S)`` granules of 128 products (the last
+  slice shorter), each slice is the rule above from zero, and the slice results are
+  added to a float32 accumulator starting at C, one RNE addition per slice, in K order,
+  then rounded once to the output. S itself is cuBLAS's heuristic choice (not modelled).
 * TF32 (``allow_tf32``) and float32 SIMT SGEMM: no rule found that explains the
   recorded elements (see ACC-LIB-004); these flavours are bounded, not modelled, and
   asking for their bits raises.
@@ -32,7 +38,7 @@ from ampref.formats.table import Format, get_format
 from . import tensorcore
 from .registry import LIBRARY_GPUS
 
-__all__ = ["BOUNDED_ONLY", "NotModelledError", "library_dot", "library_gemm"]
+__all__ = ["BOUNDED_ONLY", "NotModelledError", "library_dot", "library_gemm", "split_bounds"]
 
 
 class NotModelledError(ValueError):
@@ -44,8 +50,9 @@ _FP8 = ("float8_e4m3fn", "float8_e5m2")
 _16BIT = ("float16", "bfloat16")
 
 
-def _check(gpu: str, fin: Format, fout: Format, fb: Format) -> tuple[str, int]:
-    """The instruction GPU and FP8 promotion interval, or a named refusal."""
+def _check(gpu: str, fin: Format, fout: Format, fb: Format) -> tuple[str, int, int]:
+    """The instruction GPU, FP8 promotion interval and split-K granule, or a named
+    refusal."""
     row = LIBRARY_GPUS[gpu]
     if fin.name in BOUNDED_ONLY:
         raise NotModelledError(f"cublas:{gpu} has no bit-exact model for {fin.name} GEMMs (TF32 "
@@ -57,7 +64,8 @@ def _check(gpu: str, fin: Format, fout: Format, fb: Format) -> tuple[str, int]:
                          f"(float8_e4m3fn, float8_e5m2) inputs, got {fin.name} x {fb.name}")
     if fout.name not in ("float32", "float16", "bfloat16"):
         raise ValueError(f"cublas:{gpu} writes float32, float16 or bfloat16, got {fout.name}")
-    return str(row["instruction"]), int(str(row["fp8_promotion"]))
+    return (str(row["instruction"]), int(str(row["fp8_promotion"])),
+            int(str(row["split_granule"])))
 
 
 def _finish(acc: Any, fout: Format) -> npt.NDArray[Any]:
@@ -68,21 +76,51 @@ def _finish(acc: Any, fout: Format) -> npt.NDArray[Any]:
     return np.asarray(quantize(acc32, fout), np.float32)
 
 
-def _promoted(chain: Any, K: int, interval: int, c32: Any) -> Any:
-    """Sum of ``chain(k0, k1)`` (each a fresh chain over products k0..k1-1) into a
-    float32 accumulator starting at ``c32``, one RNE addition per interval."""
+def _summed(part: Any, bounds: list[tuple[int, int]], c32: Any) -> Any:
+    """Sum of ``part(k0, k1)`` over ``bounds`` into a float32 accumulator starting at
+    ``c32``, one RNE addition each, in K order (float64 holds the exact sum of two
+    float32 values, so one rounding follows; an overflowing sum becomes inf)."""
     acc = np.asarray(c32, np.float32)
-    for k0 in range(0, K, interval):
-        part = chain(k0, min(K, k0 + interval))
+    for k0, k1 in bounds:
         with np.errstate(over="ignore", invalid="ignore"):
-            acc = (acc.astype(np.float64) + np.asarray(part, np.float64)).astype(np.float32)
+            acc = (acc.astype(np.float64)
+                   + np.asarray(part(k0, k1), np.float64)).astype(np.float32)
     return acc
+
+
+def _intervals(k0: int, k1: int, step: int) -> list[tuple[int, int]]:
+    """[k0, k1) cut every ``step`` products."""
+    return [(k, min(k1, k + step)) for k in range(k0, k1, step)]
+
+
+def split_bounds(K: int, split_k: int, granule: int) -> list[tuple[int, int]]:
+    """The K slices of a split-K kernel: ``ceil(ceil(K / granule) / split_k)`` granules
+    each, the last slice shorter, empty slices dropped (ACC-LIB-006)."""
+    granules = -(-K // granule)
+    per = -(-granules // split_k) * granule
+    return _intervals(0, K, max(per, 1))
+
+
+def _accumulate(chain: Any, K: int, c: Any, *, fp8_promoted: bool, interval: int,
+                split_k: int, granule: int) -> Any:
+    """The library kernel's float32 result: one chain from C, FP8 promotion, split-K."""
+    def slice_sum(k0: int, k1: int) -> Any:  # one slice from zero: chained or promoted
+        if fp8_promoted and k1 - k0 > interval:
+            return _summed(chain, _intervals(k0, k1, interval), np.zeros(np.shape(c)))
+        return chain(k0, k1)
+
+    slices = split_bounds(K, split_k, granule) if split_k > 1 else [(0, K)]
+    if len(slices) > 1:
+        return _summed(slice_sum, slices, c)
+    if fp8_promoted and K > interval:
+        return _summed(chain, _intervals(0, K, interval), c)
+    return chain(0, K, c)
 
 
 def library_gemm(A: npt.NDArray[Any], B: npt.NDArray[Any], C: npt.NDArray[Any], *,
                  gpu: str, fast_accum: bool, input_format: str | Format,
                  output_format: str | Format = "float32", b_format: str | Format | None = None,
-                 threads: int = 2) -> npt.NDArray[Any]:
+                 threads: int = 2, split_k: int = 1) -> npt.NDArray[Any]:
     """D = A @ B + C as the library GEMM of ``gpu`` (inputs validated, (M, K) @ (K, N);
     C float32 (M, N)). float32 results (16-bit outputs widened exactly).
 
@@ -95,7 +133,7 @@ def library_gemm(A: npt.NDArray[Any], B: npt.NDArray[Any], C: npt.NDArray[Any], 
     """
     fin, fout = get_format(input_format), get_format(output_format)
     fb = get_format(b_format or fin)
-    inst, interval = _check(gpu, fin, fout, fb)
+    inst, interval, granule = _check(gpu, fin, fout, fb)
     BT = np.ascontiguousarray(np.asarray(B).T)
     zero = np.zeros(C.shape)
 
@@ -105,17 +143,16 @@ def library_gemm(A: npt.NDArray[Any], B: npt.NDArray[Any], C: npt.NDArray[Any], 
                                input_format=fin, output_format="float32", threads=threads,
                                b_format=fb)
 
-    K = A.shape[1]
-    if fin.name in _FP8 and not fast_accum and K > interval:
-        return _finish(_promoted(chain, K, interval, C), fout)
-    return _finish(chain(0, K, C), fout)
+    return _finish(_accumulate(chain, A.shape[1], C, fp8_promoted=fin.name in _FP8
+                               and not fast_accum, interval=interval, split_k=split_k,
+                               granule=granule), fout)
 
 
 def library_dot(a: Any, b: Any, c: Any, *, gpu: str, fast_accum: bool, input_format: Format,
-                output_format: Format, b_format: Format) -> npt.NDArray[Any]:
+                output_format: Format, b_format: Format, split_k: int = 1) -> npt.NDArray[Any]:
     """Batched dot products over the last axis under the library model (see
     :func:`library_gemm`; ``a``, ``b`` validated and broadcast, ``c`` of shape (...))."""
-    inst, interval = _check(gpu, input_format, output_format, b_format)
+    inst, interval, granule = _check(gpu, input_format, output_format, b_format)
 
     def chain(k0: int, k1: int, c_: Any = None) -> Any:
         return tensorcore.dot(a[..., k0:k1], b[..., k0:k1],
@@ -123,7 +160,6 @@ def library_dot(a: Any, b: Any, c: Any, *, gpu: str, fast_accum: bool, input_for
                               input_format=input_format, output_format="float32",
                               b_format=b_format)
 
-    K = a.shape[-1]
-    if input_format.name in _FP8 and not fast_accum and K > interval:
-        return _finish(_promoted(chain, K, interval, c), output_format)
-    return _finish(chain(0, K, c), output_format)
+    return _finish(_accumulate(chain, a.shape[-1], c, fp8_promoted=input_format.name in _FP8
+                               and not fast_accum, interval=interval, split_k=split_k,
+                               granule=granule), output_format)

@@ -138,7 +138,8 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
     if kind == "library":
         assert gpu is not None  # the registry returns a GPU for library models
         return library_dot(a64, b64, c64, gpu=gpu, fast_accum=r.fast_accum,
-                           input_format=fin, output_format=fout, b_format=fb)
+                           input_format=fin, output_format=fout, b_format=fb,
+                           split_k=r.split_k)
     c64 = _fl(c64, fout)
     if kind == "sequential":
         d = _sequential(a64, b64, c64, fout)
@@ -192,7 +193,7 @@ def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *
         assert gpu is not None  # the registry returns a GPU for library models
         return library_gemm(A, B, np.asarray(C, np.float32), gpu=gpu,
                             fast_accum=r.fast_accum, input_format=fin, output_format=fout,
-                            b_format=fb, threads=threads)
+                            b_format=fb, threads=threads, split_k=r.split_k)
     rows = max(1, 2**20 // max(1, N * A.shape[1]))
     out = np.empty((M, N), dtype=np.float64 if fout.name == "float64" else np.float32)
     for i in range(0, M, rows):

@@ -4,10 +4,12 @@
 A model name is read here and nowhere else: ``exact``, ``sequential``, ``pairwise``,
 ``fma-chain``, ``tensorcore:<gpu>`` (one NVIDIA tensor-core instruction chained over K,
 or AMD's MFMA), ``cublas`` (the real cuBLAS call, on a GPU backend only) and
-``cublas:<gpu>[:fast-accum]`` (a model of the library GEMM cuBLAS/cuBLASLt run on that
-GPU, as torch calls them). :func:`resolve` returns the row and the name's parameters;
-the matmul front ends, every backend and ``identify_gemm`` read it. Adding a model is
-adding a row here and its kernel (docs/architecture.md, "Recipes").
+``cublas:<gpu>[:fast-accum][:split-k=<S>]`` (a model of the library GEMM
+cuBLAS/cuBLASLt run on that GPU, as torch calls them; ``split-k`` names the K slices a
+split-K kernel sums, which cuBLAS's heuristics choose). :func:`resolve` returns the row
+and the name's parameters; the matmul front ends, every backend and ``identify_gemm``
+read it. Adding a model is adding a row here and its kernel (docs/architecture.md,
+"Recipes").
 """
 
 from __future__ import annotations
@@ -66,26 +68,32 @@ MODEL_ROWS: tuple[ModelRow, ...] = (
              bitwise=False,
              summary="the real cublasGemmEx call on the device (fp16/bf16 in, fp32 out)",
              source="BKD-MM-002"),
-    ModelRow(name="cublas:<gpu>[:fast-accum]", kind="library", backends=("numpy", "cupy"),
-             bound="library",
+    ModelRow(name="cublas:<gpu>[:fast-accum][:split-k=<S>]", kind="library",
+             backends=("numpy", "cupy"), bound="library",
              summary="the GEMM cuBLAS/cuBLASLt run on that GPU as torch calls them: "
                      "fp16/bf16 chained in float32 and rounded once to the output, FP8 "
-                     "promoted to float32 every 128 products (or chained: fast-accum)",
-             source="ACC-LIB-001..004: torch 2.11 + cuBLAS 13 on an H100 "
-                    "(tests/data/h100_gemms.npz)"),
+                     "promoted to float32 every 128 products (or chained: fast-accum); "
+                     "split-k=S: S slices of K chained apart, summed in float32",
+             source="ACC-LIB-001..006: torch 2.11 + cuBLAS 13 on an H100 "
+                    "(tests/data/h100_gemms.npz, tests/data/h100_gemms_run2.npz)"),
 )
 
 #: the models whose names take no GPU and that run on every backend's host reference
 CLASSIC = ("sequential", "pairwise", "exact", "fma-chain")
 
 #: GPUs with a library model: the instruction model its kernels chain, the FP8
-#: promotion interval without fast accumulation, and the evidence
+#: promotion interval without fast accumulation, the K granule split-K slices are made
+#: of (ACC-LIB-006), and the evidence
 LIBRARY_GPUS: dict[str, dict[str, object]] = {
-    "h100": {"instruction": "h100", "fp8_promotion": 128,
+    "h100": {"instruction": "h100", "fp8_promotion": 128, "split_granule": 128,
              "source": "recorded on an NVIDIA H100 80GB HBM3, torch 2.11.0+cu130"},
-    "h200": {"instruction": "h200", "fp8_promotion": 128,
+    "h200": {"instruction": "h200", "fp8_promotion": 128, "split_granule": 128,
              "source": "the H100's SM 9.0 kernels [assumed: same silicon, not recorded]"},
 }
+
+#: the largest split-K slice count a name may ask for (cuBLAS's heuristics stay far
+#: below; a larger count is more likely a typo than a kernel)
+MAX_SPLIT_K = 1024
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,8 @@ class Resolved:
     kernel: str
     gpu: str | None = None
     fast_accum: bool = False
+    #: K slices of a split-K library kernel (1: one chain over all of K)
+    split_k: int = 1
 
 
 _ROWS = {r.name.split(":")[0] + (":" if ":" in r.name else ""): r for r in MODEL_ROWS}
@@ -143,12 +153,38 @@ def resolve(accumulation: str) -> Resolved:
                              f"{', '.join([*gpus.GPUS, *mfma.AMD_GPUS])}")
         return Resolved(accumulation, _ROWS["tensorcore:"], "tensorcore", gpu)
     if head == "cublas":
-        gpu, _, option = rest.lower().partition(":")
+        gpu, *options = rest.lower().split(":")
         if gpu not in LIBRARY_GPUS:
             raise ValueError(f"no library model for GPU {gpu!r} in {accumulation!r}; "
                              f"modelled: {', '.join(LIBRARY_GPUS)}")
-        if option not in ("", "fast-accum"):
-            raise ValueError(f"unknown option {option!r} in {accumulation!r}; the one "
-                             "option is 'fast-accum' (FP8 without promotion)")
-        return Resolved(accumulation, _ROWS["cublas:"], "library", gpu, option == "fast-accum")
+        fast, split = _library_options(options, accumulation)
+        return Resolved(accumulation, _ROWS["cublas:"], "library", gpu, fast, split)
     raise ValueError(f"unknown accumulation model {accumulation!r}; choose one of {_choices()}")
+
+
+def _library_options(options: list[str], name: str) -> tuple[bool, int]:
+    """(fast_accum, split_k) from a library name's options, each at most once."""
+    fast, split = False, 1
+    seen: set[str] = set()
+    for option in options:
+        key = option.partition("=")[0]
+        if key in seen:
+            raise ValueError(f"option {key!r} given twice in {name!r}")
+        seen.add(key)
+        if option == "fast-accum":
+            fast = True
+        elif key == "split-k":
+            split = _split_count(option.partition("=")[2], name)
+        else:
+            raise ValueError(f"unknown option {option!r} in {name!r}; the options are "
+                             "'fast-accum' (FP8 without promotion) and 'split-k=<S>' "
+                             f"(S K slices, 1..{MAX_SPLIT_K})")
+    return fast, split
+
+
+def _split_count(text: str, name: str) -> int:
+    """The S of ``split-k=S``: a decimal integer in 1..MAX_SPLIT_K."""
+    if not text.isdigit() or not 1 <= int(text) <= MAX_SPLIT_K:
+        raise ValueError(f"split-k takes a slice count 1..{MAX_SPLIT_K}, got {text!r} in "
+                         f"{name!r}")
+    return int(text)

@@ -172,7 +172,8 @@ def test_one_registry_parses_every_model_name_and_names_the_choices() -> None:
     kind and GPU; unknown names, GPUs and options raise ValueError listing the choices;
     a non-str raises TypeError. Pass: as stated."""
     names = {r.name for r in MODEL_ROWS}
-    assert names >= {"exact", "tensorcore:<gpu>", "cublas", "cublas:<gpu>[:fast-accum]"}
+    assert names >= {"exact", "tensorcore:<gpu>", "cublas",
+                     "cublas:<gpu>[:fast-accum][:split-k=<S>]"}
     assert resolve("cublas:H100:fast-accum").fast_accum and resolve("cublas:h100").gpu == "h100"
     assert resolve("tensorcore:mi300").kernel == "mfma"
     assert resolve("exact").kernel == "exact" and resolve("cublas").kernel == "cublas"
