@@ -143,7 +143,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(d, VOCAB, bias=False)
 
     def forward(self, ids: Any) -> Any:
-        pos = torch.arange(0, ids.shape[1], dtype=torch.long).unsqueeze(0)
+        pos = torch.arange(0, ids.shape[1], dtype=torch.long, device=ids.device).unsqueeze(0)
         x = self.drop(self.wte(ids) + self.wpe(pos))
         for block in self.blocks:
             x = block(x)
