@@ -92,7 +92,8 @@ def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24,
     # row tiles and batches of undecided elements: each float64 working array holds at
     # most 1/TILE_SHARE of the operands' and output's elements (or MIN_TILE), so the
     # working memory stays a fixed multiple of operands + output (BKD-MM-004)
-    budget = max(MIN_TILE, math.prod(lead) * (M * K + K * N + M * N) // TILE_SHARE)
+    budget = max(MIN_TILE if xp is np else DEVICE_MIN_TILE,
+                 math.prod(lead) * (M * K + K * N + M * N) // TILE_SHARE)
     rows = max(1, budget // max(1, math.prod(lead) * (N + K)))
     for i in range(0, M, rows):
         out[..., i:i + rows, :] = _gemm_rows(a_arr[..., i:i + rows, :], b64, nb, qb,
@@ -105,6 +106,12 @@ def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24,
 #: undecided elements' terms), but never needs to be smaller than MIN_TILE elements
 TILE_SHARE = 8
 MIN_TILE = 1 << 12
+#: the floor on a GPU (128 MiB of float64): each tile and batch costs kernel launches and
+#: host synchronisations: with the host's floor a training step's small GEMMs were cut
+#: into several tiles each, and on the H100 (run 2) the exact 1024^3 GEMM fell from 0.57
+#: to 0.08 TFLOP/s and GPU training took 3x longer; the memory bound stays a fixed
+#: multiple of operands + output plus this constant
+DEVICE_MIN_TILE = 1 << 24
 
 
 def _gemm_rows(a_t: Any, b64: Any, nb: Any, qb: Any, precision: int, budget: int,
