@@ -27,15 +27,32 @@ class _OneLineParser(argparse.ArgumentParser):
 def _verify(args: argparse.Namespace) -> int:
     from ampref.certify.verify import summary, verify
 
+    if args.matrix is not None and args.backend != "numpy":
+        raise ValueError(f"--matrix campaigns run on host workers; --backend {args.backend} "
+                         "verifies one cell (drop --matrix, or use --backend numpy)")
     if args.matrix is not None:
         return _campaign(args)
     if args.scheduler is not None or args.results is not None:
         raise ValueError("--scheduler and --results belong to a campaign: add --matrix "
                          "all|FORMAT...")
+    if args.backend != "numpy":
+        return _verify_device(args)
     res = verify(args.format, args.rounding or "nearest_even", stride=args.stride,
                  saturate=args.saturate,
                  subnormals=not args.no_subnormals, seed=args.seed, workers=args.workers,
                  progress=not args.quiet)
+    print(summary(res))
+    return 0 if res.ok else 1
+
+
+def _verify_device(args: argparse.Namespace) -> int:
+    """``ampref verify --backend cupy``: one cell on the device (FMT-VER-004)."""
+    from ampref.certify.verify import summary
+    from ampref.certify.verify_device import verify_device
+
+    res = verify_device(args.format, args.rounding or "nearest_even", backend=args.backend,
+                        stride=args.stride, saturate=args.saturate,
+                        subnormals=not args.no_subnormals, seed=args.seed)
     print(summary(res))
     return 0 if res.ok else 1
 
@@ -204,6 +221,9 @@ def _add_verify(sub: Any) -> None:
     v.add_argument("--seed", type=int, default=0, help="seed for stochastic rounding (default 0)")
     v.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     v.add_argument("--quiet", action="store_true", help="no progress bar")
+    v.add_argument("--backend", default="numpy", choices=("numpy", "cupy"),
+                   help="where one cell runs: numpy (host processes, peers too; default) or "
+                        "cupy (kernel and float64 oracle on the GPU, FMT-VER-004)")
     v.add_argument("--matrix", nargs="+", metavar="FORMAT", default=None,
                    help="run a campaign: 'all' or formats, comma-separated (a,b; spaces work "
                         "too), x every rounding mode x saturate x subnormals, in chunks on "

@@ -125,13 +125,20 @@ class DeviceBackend:
     # -- quantize ------------------------------------------------------------------------
     def quantize(self, x: Any, fmt: Any, rounding: str = "nearest_even", *,
                  saturate: bool = False, subnormals: bool = True,
-                 seed: int | None = None) -> Any:
+                 seed: int | None = None, start: int = 0) -> Any:
         """:func:`ampref.quantize` on the device: same arguments, same bits (BKD-QNT-001).
+        ``start``: the flat index of the first element, whose stochastic words are those
+        of indices start, start + 1, ... (a piece of a larger array rounds as it would
+        in place).
 
         Raises:
             TypeError: ``x`` is not a float16/float32/float64 array.
-            ValueError: unknown format or mode; stochastic rounding without a seed.
+            ValueError: unknown format or mode; stochastic rounding without a seed; a
+                negative ``start``.
         """
+        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+            raise ValueError(f"start must be an int >= 0 (the flat index of the first "
+                             f"element), got {start!r}")
         f = get_format(fmt)
         rnd = get_rounding(rounding)
         arr = self.xp.asarray(x)
@@ -145,7 +152,7 @@ class DeviceBackend:
             return arr.copy()  # float64 holds every float32/float64 value exactly
         src = self.xp.ascontiguousarray(arr)
         out = self.kernels.quantize(src.reshape(-1), self._fmt_params(f), rounding_index(rnd),
-                                    bool(saturate), bool(subnormals), k1, k2)
+                                    bool(saturate), bool(subnormals), k1, k2, start)
         return out.reshape(arr.shape)
 
     def random_bits(self, seed: int, start: int, count: int) -> Any:

@@ -11,6 +11,7 @@ Two independent references (FMT-VER-001):
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
 import time
@@ -44,17 +45,22 @@ _ORACLE_CHUNK = 1 << 16
 
 def reference_quantize(x: npt.NDArray[np.float32], fmt: Format, rnd: RoundingMode, *,
                        saturate: bool = False, subnormals: bool = True,
-                       rbits: Any = None) -> npt.NDArray[np.float32]:
+                       rbits: Any = None, xp: Any = np) -> npt.NDArray[np.float32]:
     """Round float32 ``x`` to ``fmt`` with float64 arithmetic (the independent oracle).
 
     Every step is exact in float64: float32 values and the format's grid points have at
     most 24 significant bits, quanta are powers of two, and ``a / q`` spans < 2^53.
-    Elementwise, so it runs over pieces of ``_ORACLE_CHUNK`` elements.
+    Elementwise, so on the host it runs over pieces of ``_ORACLE_CHUNK`` elements; with
+    ``xp`` a device array module (CuPy) it runs on device arrays in one piece, the same
+    formula (the device verifier's oracle, FMT-VER-004). NaN inputs give NaN (a code of
+    the format's own for NaN-less formats is decided by the caller's comparison), ±0 keep
+    their sign where the format has -0, inf and overflow follow the mode and
+    ``saturate``, subnormal results flush only with ``subnormals=False``.
     """
     # why long: the oracle is one straight formula, step after step, kept whole so it reads
     # against the spec; it shares no helper with the kernels it checks
-    x = np.asarray(x, dtype=np.float32)
-    if x.size > _ORACLE_CHUNK:
+    x = xp.asarray(x, dtype=xp.float32)
+    if xp is np and x.size > _ORACLE_CHUNK:
         flat = x.reshape(-1)
         words = None if rbits is None else np.broadcast_to(np.asarray(rbits), x.shape).reshape(-1)
         out = np.empty(flat.shape, np.float32)
@@ -64,32 +70,32 @@ def reference_quantize(x: npt.NDArray[np.float32], fmt: Format, rnd: RoundingMod
                                          subnormals=subnormals,
                                          rbits=None if words is None else words[sl])
         return out.reshape(x.shape)
-    neg = np.signbit(x)
+    neg = xp.signbit(x)
     with np.errstate(invalid="ignore"):  # signalling NaNs quieten on widening
-        a = np.abs(x.astype(np.float64))
-    finite_pos = np.isfinite(a) & (a > 0)
-    safe = np.where(finite_pos, a, 1.0)
-    _, e = np.frexp(safe)  # safe = m * 2^e, m in [0.5, 1): floor(log2) = e - 1
-    tiny = np.ldexp(1.0, fmt.minexp)
-    qexp = np.maximum(e - 1, fmt.minexp) - fmt.mantissa_bits
+        a = xp.abs(x.astype(xp.float64))
+    finite_pos = xp.isfinite(a) & (a > 0)
+    safe = xp.where(finite_pos, a, 1.0)
+    _, e = xp.frexp(safe)  # safe = m * 2^e, m in [0.5, 1): floor(log2) = e - 1
+    tiny = math.ldexp(1.0, fmt.minexp)
+    qexp = xp.maximum(e - 1, fmt.minexp) - fmt.mantissa_bits
     if not fmt.has_subnormals:
-        qexp = np.where(safe < tiny, fmt.minexp, qexp)
-    q = np.ldexp(1.0, qexp)
+        qexp = xp.where(safe < tiny, fmt.minexp, qexp)
+    q = xp.ldexp(1.0, qexp)
     t = safe / q
-    n = np.floor(t)
+    n = xp.floor(t)
     lo, hi = n * q, (n + 1) * q
     frac = t - n
     inexact = frac > 0
     if rnd in (RoundingMode.NEAREST_EVEN, RoundingMode.ODD):
         # n is an integer below 2^53, so n / 2 is exact and odd n leave a fraction
         half = n * 0.5
-        lo_odd = (half != np.floor(half)) | ((fmt.mantissa_bits == 0) & (n > 0))
+        lo_odd = (half != xp.floor(half)) | ((fmt.mantissa_bits == 0) & (n > 0))
     if rnd is RoundingMode.NEAREST_EVEN:
         up = (frac > 0.5) | ((frac == 0.5) & lo_odd)
     elif rnd is RoundingMode.NEAREST_AWAY:
         up = frac >= 0.5
     elif rnd is RoundingMode.TOWARD_ZERO:
-        up = np.zeros_like(inexact)
+        up = xp.zeros_like(inexact)
     elif rnd is RoundingMode.TOWARD_POSITIVE:
         up = inexact & ~neg
     elif rnd is RoundingMode.TOWARD_NEGATIVE:
@@ -97,41 +103,41 @@ def reference_quantize(x: npt.NDArray[np.float32], fmt: Format, rnd: RoundingMod
     elif rnd is RoundingMode.ODD:
         up = inexact & ~lo_odd
     else:
-        up = np.floor(frac * 2.0**32) > np.asarray(rbits, dtype=np.float64)
-    v = np.where(up, hi, lo)
+        up = xp.floor(frac * 2.0**32) > xp.asarray(rbits, dtype=xp.float64)
+    v = xp.where(up, hi, lo)
     fmax = fmt.max
     # the modes that round an overflow toward the largest finite value
     if rnd in (RoundingMode.TOWARD_ZERO, RoundingMode.ODD):
-        down = np.ones_like(neg)
+        down = xp.ones_like(neg)
     elif rnd is RoundingMode.TOWARD_POSITIVE:
         down = neg
     elif rnd is RoundingMode.TOWARD_NEGATIVE:
         down = ~neg
     else:
-        down = np.zeros_like(neg)
+        down = xp.zeros_like(neg)
     if fmt.has_inf:
-        over_val = np.inf
+        over_val = xp.inf
     elif fmt.has_nan:
-        over_val = np.nan
+        over_val = xp.nan
     else:
         over_val = fmax
-    clamp = down | saturate if fmt.has_nan else np.ones_like(neg)
-    v = np.where(v > fmax, np.where(clamp, fmax, over_val), v)
+    clamp = down | saturate if fmt.has_nan else xp.ones_like(neg)
+    v = xp.where(v > fmax, xp.where(clamp, fmax, over_val), v)
     if not fmt.has_zero:
-        v = np.where(v == 0, tiny, v)
+        v = xp.where(v == 0, tiny, v)
     if not subnormals:
-        v = np.where((v > 0) & (v < tiny), 0.0, v)
+        v = xp.where((v > 0) & (v < tiny), 0.0, v)
     # specials of the input
-    inf_val = fmax if (saturate or not fmt.has_nan) else (np.inf if fmt.has_inf else np.nan)
-    v = np.where(np.isinf(a), inf_val, v)
-    v = np.where(a == 0, 0.0, v)
-    v = np.where(np.isnan(a), np.nan, v)
+    inf_val = fmax if (saturate or not fmt.has_nan) else (xp.inf if fmt.has_inf else xp.nan)
+    v = xp.where(xp.isinf(a), inf_val, v)
+    v = xp.where(a == 0, 0.0, v)
+    v = xp.where(xp.isnan(a), xp.nan, v)
     if not fmt.is_signed:
-        v = np.where(neg | (a == 0), np.nan, v)
-    out = np.where(neg, -v, v)
+        v = xp.where(neg | (a == 0), xp.nan, v)
+    out = xp.where(neg, -v, v)
     if not fmt.has_negative_zero:
-        out = np.where(out == 0, 0.0, out)
-    return out.astype(np.float32)
+        out = xp.where(out == 0, 0.0, out)
+    return out.astype(xp.float32)
 
 
 @dataclass

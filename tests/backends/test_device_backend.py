@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import sr_cases
 import strictxp
+from strict_kernels import StrictHostKernels
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -55,33 +56,6 @@ def assert_bits_equal(got: np.ndarray, want: np.ndarray, what: str) -> None:
 @pytest.fixture(scope="module")
 def host() -> hostbuild.HostKernels:
     return hostbuild.HostKernels()
-
-
-class StrictHostKernels:
-    """The host build driven with strictxp arrays (what CudaKernels does with CuPy ones)."""
-
-    name = "host-strict"
-
-    def __init__(self, k: hostbuild.HostKernels) -> None:
-        self.k = k
-
-    def quantize(self, x: Any, *args: Any) -> Any:
-        return strictxp.DeviceArray(self.k.quantize(x._a, *args))
-
-    def encode16(self, x: Any, params: np.ndarray) -> Any:
-        return strictxp.DeviceArray(self.k.encode16(x._a, params))
-
-    def random_bits(self, *args: Any) -> Any:
-        return strictxp.DeviceArray(self.k.random_bits(*args))
-
-    def unscale_(self, g: Any, row: Any) -> None:
-        self.k.unscale_(g._a, row._a)
-
-    def erf(self, x: Any) -> Any:
-        return strictxp.DeviceArray(self.k.erf(x._a))
-
-    def scaler_update(self, row: Any, cfg_d: np.ndarray, cfg_i: np.ndarray) -> None:
-        self.k.scaler_update(row._a, cfg_d, cfg_i)
 
 
 @pytest.fixture(scope="module")

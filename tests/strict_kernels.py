@@ -1,0 +1,39 @@
+"""The host build of the CUDA kernels driven with the strict CuPy stand-in's arrays
+(what ``CudaKernels`` does with CuPy arrays): the device backend on a machine without a
+GPU, for the device backend's and the device verifier's tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import strictxp
+
+from ampref.backends import hostbuild
+
+
+class StrictHostKernels:
+    """The host build driven with strictxp arrays (what CudaKernels does with CuPy ones)."""
+
+    name = "host-strict"
+
+    def __init__(self, k: hostbuild.HostKernels) -> None:
+        self.k = k
+
+    def quantize(self, x: Any, *args: Any) -> Any:
+        return strictxp.DeviceArray(self.k.quantize(x._a, *args))
+
+    def encode16(self, x: Any, params: np.ndarray) -> Any:
+        return strictxp.DeviceArray(self.k.encode16(x._a, params))
+
+    def random_bits(self, *args: Any) -> Any:
+        return strictxp.DeviceArray(self.k.random_bits(*args))
+
+    def unscale_(self, g: Any, row: Any) -> None:
+        self.k.unscale_(g._a, row._a)
+
+    def erf(self, x: Any) -> Any:
+        return strictxp.DeviceArray(self.k.erf(x._a))
+
+    def scaler_update(self, row: Any, cfg_d: np.ndarray, cfg_i: np.ndarray) -> None:
+        self.k.scaler_update(row._a, cfg_d, cfg_i)
