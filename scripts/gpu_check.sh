@@ -14,7 +14,9 @@
 # 4. records.json + gemm_records.npz + autocast_traces.json (scripts/gpu_records.py):
 #    every library GEMM flavour on operands never recorded, against cublas:<gpu>; torch's
 #    real CUDA autocast traced op by op on the bridge's model zoo;
-# 5. bench.txt: benchmarks/bench_device.py (device kernels against CuPy in one run);
+# 5. bench.txt: benchmarks/bench_device.py (device kernels against CuPy in one run), then
+#    `ampref verify --backend cupy` over all 2^32 patterns of four fp16/bf16 cells
+#    (FMT-VER-004; the device certificate's time);
 # 6. train.txt: `python3 -m ampref train --backend cupy` final.npz hashes against the NumPy backend's,
 #    both run here (the default model, 160 steps, fp32 / amp-fp16 / amp-bf16).
 # Each step has its own time limit; a failing step is logged and the next one runs.
@@ -64,7 +66,15 @@ step "gpu tests" 240 env AMPREF_TEST_INSTALLED=1 python3 -m pytest -q -rs -p no:
 tail -n 3 "$out/gpu_tests.log"
 step "records" 240 python3 "$root/scripts/gpu_records.py" --out "$out" --device cuda --gpu "$gpu"
 step "bench" 90 python3 "$root/benchmarks/bench_device.py" --n 4000000 --repeat 3 > "$out/bench.txt" 2>&1
-tail -n 12 "$out/bench.txt"
+{
+  for fmt in float16 bfloat16; do
+    for rnd in nearest_even toward_zero; do
+      step "verify $fmt $rnd on the device" 60 python3 -m ampref verify --backend cupy \
+        --format "$fmt" --rounding "$rnd"
+    done
+  done
+} >> "$out/bench.txt" 2>&1
+tail -n 24 "$out/bench.txt"
 {
   for mode in fp32 amp-fp16 amp-bf16; do
     for be in cupy numpy; do
