@@ -90,14 +90,20 @@ def gemm_battery(input_format: str, *, seed: int = 0, k: int = 64
             (q(lead), b), (q(zeros), np.abs(b)), (q(tiny), q(tiny.T))]
 
 
-def gemm_candidates(input_format: str, output_format: str = "float32"
+#: split-K slice counts offered for long K (ACC-LIB-006; the H100 recordings used 2..12)
+SPLIT_COUNTS = tuple(range(2, 17))
+
+
+def gemm_candidates(input_format: str, output_format: str = "float32", *, k: int = 64
                     ) -> list[tuple[str, dict[str, Any]]]:
     """(label, matmul keywords) of every model that takes ``input_format`` and writes
     ``output_format``: the classic models, each tensor-core instruction model (ampref's
     and MMA-Sim's rules; for a 16-bit output both its 16-bit accumulator mode and the
     float32 chain rounded once into the output, keyword ``round_to``), and each library
-    model (``cublas:<gpu>``, with ``:fast-accum`` for FP8). Every candidate runs on a
-    probe first; one that refuses these formats is left out."""
+    model (``cublas:<gpu>``, with ``:fast-accum`` for FP8, and with ``:split-k=S`` for
+    S in :data:`SPLIT_COUNTS` where ``k`` spans more than one 128-product granule, so a
+    split can differ). Every candidate runs on a probe first; one that refuses these
+    formats is left out."""
     fin, fout = get_format(input_format), get_format(output_format)
     out: list[tuple[str, dict[str, Any]]] = [(m, {"accumulation": m}) for m in CLASSIC]
     if FAMILY.get(fin.name) is not None:
@@ -111,9 +117,13 @@ def gemm_candidates(input_format: str, output_format: str = "float32"
                     out.append((f"tensorcore:{name}, rules={rules}, float32 rounded once to "
                                 f"{fout.name}", {**kw, "round_to": fout.name}))
     for lib in LIBRARY_GPUS:
-        out.append((f"cublas:{lib}", {"accumulation": f"cublas:{lib}"}))
-        if fin.name.startswith("float8"):
-            out.append((f"cublas:{lib}:fast-accum", {"accumulation": f"cublas:{lib}:fast-accum"}))
+        names = [f"cublas:{lib}"] + ([f"cublas:{lib}:fast-accum"]
+                                     if fin.name.startswith("float8") else [])
+        splits = SPLIT_COUNTS if k > int(str(LIBRARY_GPUS[lib]["split_granule"])) else ()
+        for name in names:
+            out.append((name, {"accumulation": name}))
+            out.extend((f"{name}:split-k={n}", {"accumulation": f"{name}:split-k={n}"})
+                       for n in splits)
     probe = np.zeros((1, 1))
     usable = []
     for label, kw in out:
@@ -147,17 +157,24 @@ def _hex(v: Any) -> str:
 
 
 def identify_gemm(fn: Callable[[Any, Any], Any], input_format: str, *,
-                  output_format: str = "float32", seed: int = 0) -> GemmIdentification:
+                  output_format: str = "float32", seed: int = 0,
+                  k: int = 64) -> GemmIdentification:
     """Run ``fn(a, b)`` (float64 arrays holding ``input_format`` values -> float32
-    (M, N)) on :func:`gemm_battery` and name every accumulation model that matches.
+    (M, N)) on :func:`gemm_battery` with inner dimension ``k`` and name every
+    accumulation model that matches. A long ``k`` (thousands) exposes split-K library
+    kernels, which are then among the candidates.
 
     Raises:
         TypeError: ``fn`` is not callable.
-        ValueError: unknown format, or ``fn`` returns another shape.
+        ValueError: unknown format, ``k`` not an int in 1..65536, or ``fn`` returns
+            another shape.
     """
     if not callable(fn):
         raise TypeError(f"identify_gemm needs a callable, got {type(fn).__name__}")
-    pairs = gemm_battery(input_format, seed=seed)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 65536:
+        raise ValueError(f"k must be an int in 1..65536 (the battery's inner dimension), "
+                         f"got {k!r}")
+    pairs = gemm_battery(input_format, seed=seed, k=k)
     got = []
     for a, b in pairs:
         with np.errstate(all="ignore"):
@@ -167,7 +184,7 @@ def identify_gemm(fn: Callable[[Any, Any], Any], input_format: str, *,
         got.append(r)
     best: tuple[int, str, Any] | None = None
     matches = []
-    for label, kw in gemm_candidates(input_format, output_format):
+    for label, kw in gemm_candidates(input_format, output_format, k=k):
         want = [run_candidate(a, b, kw) for a, b in pairs]
         ok = [_same(g, w) for g, w in zip(got, want, strict=True)]
         bad = sum(int((~o).sum()) for o in ok)

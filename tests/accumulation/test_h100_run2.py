@@ -205,3 +205,40 @@ def test_split_k_is_an_option_of_the_library_name_in_any_order() -> None:
                        ("cublas:h100:splitk=2", "split-k=<S>")):
         with pytest.raises(ValueError, match=words):
             resolve(bad)
+
+
+@pytest.mark.clause("ACC-LIB-006", "ACC-IDN-001")
+def test_identify_gemm_names_the_split_count_of_a_long_k_black_box() -> None:
+    """Input: a black-box fp16 GEMM built from the instruction model alone: K = 2048 cut
+    every 384 products (5 slices of 384 and one of 128), each slice a tensorcore:h100
+    chain, the slice results added in float32 by NumPy; identify_gemm with k = 2048.
+    Expected: the matches are split-k=6 and split-k=7 of cublas:h100 and its h200 twin
+    (16 granules of 128 in slices of ceil(16/6) = ceil(16/7) = 3: the same kernel),
+    nothing unsplit. Pass: exactly those four."""
+    from ampref.accumulation.identify import identify_gemm
+
+    def black_box(a: Any, b: Any) -> Any:
+        edges = [*range(0, a.shape[1], 384), a.shape[1]]
+        acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+        for k0, k1 in zip(edges[:-1], edges[1:], strict=True):
+            acc = acc + np.asarray(models.matmul(a[:, k0:k1], b[k0:k1], input_format="float16",
+                                                 accumulation="tensorcore:h100"), np.float32)
+        return acc
+
+    got = identify_gemm(black_box, "float16", k=2048)
+    assert set(got.matches) == {f"cublas:{g}:split-k={n}" for g in ("h100", "h200")
+                                for n in (6, 7)}
+
+
+@pytest.mark.clause("ACC-IDN-001")
+@pytest.mark.parametrize("k", [0, -3, 65537, 2.5, True])
+def test_identify_gemm_refuses_a_bad_inner_dimension(k: Any) -> None:
+    """Input: k = 0, -3, 65537, 2.5, True. Expected: ValueError naming the allowed range
+    1..65536 before fn runs. Pass: raises, fn never called."""
+    from ampref.accumulation.identify import identify_gemm
+
+    def fn(a: Any, b: Any) -> Any:
+        raise AssertionError("fn ran")
+
+    with pytest.raises(ValueError, match="1..65536"):
+        identify_gemm(fn, "float16", k=k)
