@@ -377,6 +377,26 @@ def test_warnings_name_a_collapsing_scale_and_a_run_of_overflows() -> None:
     assert "collapsed to" in msgs and "consecutive overflowing steps" in msgs
 
 
+@pytest.mark.clause("SCL-AUD-003")
+def test_the_default_warnings_fire_just_past_their_thresholds() -> None:
+    """Inputs: torch scalers from 2^-20 with overflows only: four backoffs reach exactly
+    2^-24, a fifth 2^-25; runs of 19 and 20 overflows from 2^20. Expected: no collapse
+    warning at 2^-24 (the default threshold, compared strictly), one at 2^-25; no run
+    warning after 19 consecutive overflows, one after 20. Pass: as stated."""
+    def messages(init: float, overflows: int) -> str:
+        s = LossScaler.from_profile("torch", init_scale=init)
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            for _ in range(overflows):
+                s.update(True)
+        return " ".join(str(w.message) for w in rec)
+
+    assert "collapsed" not in messages(2.0**-20, 4)
+    assert "collapsed to 2.98023e-08" in messages(2.0**-20, 5)
+    assert "consecutive" not in messages(2.0**20, 19)
+    assert "20 consecutive overflowing steps" in messages(2.0**20, 20)
+
+
 @pytest.mark.clause("SCL-OBJ-004")
 def test_static_scaler_never_moves_but_skips_overflowing_steps() -> None:
     """Inputs: StaticLossScaler(128): one overflow, one clean step; StaticLossScaler(0).
