@@ -242,3 +242,27 @@ def test_identify_gemm_refuses_a_bad_inner_dimension(k: Any) -> None:
 
     with pytest.raises(ValueError, match="1..65536"):
         identify_gemm(fn, "float16", k=k)
+
+
+@pytest.mark.clause("ACC-LIB-006")
+def test_the_library_functions_default_to_one_slice() -> None:
+    """Input: bf16 operands with K = 700 (six granules) through library_gemm and
+    library_dot called without split_k. Expected: the unsplit model, i.e. equal to
+    split_k=1 and different from split_k=2 on these operands. Pass: bitwise equal to the
+    first, at least one element differs from the second."""
+    from ampref.accumulation.library import library_dot, library_gemm
+    from ampref.formats.table import get_format
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((4, 700)).astype(ml_dtypes.bfloat16).astype(np.float64) * 64
+    b = rng.standard_normal((700, 3)).astype(ml_dtypes.bfloat16).astype(np.float64)
+    c = np.zeros((4, 3), np.float32)
+    bf = get_format("bfloat16")
+    f32 = get_format("float32")
+    kw: dict[str, Any] = {"gpu": "h100", "fast_accum": False, "input_format": bf}
+    plain = library_gemm(a, b, c, **kw)
+    assert_bitwise_equal(plain, library_gemm(a, b, c, **kw, split_k=1))
+    assert not np.array_equal(plain, library_gemm(a, b, c, **kw, split_k=2))
+    dots = library_dot(a[:, None, :], b.T[None, :, :], np.zeros((4, 3)), **kw,
+                       output_format=f32, b_format=bf)
+    assert_bitwise_equal(np.asarray(dots, np.float32), plain)
