@@ -162,3 +162,23 @@ def test_shape_methods_give_torchs_shapes_for_every_dim() -> None:
         got, want = getattr(a, name)(*args), getattr(ta, name)(*args)
         assert tuple(got.shape) == tuple(want.shape), (name, args)
         assert got.numpy().tolist() == want.numpy().tolist(), (name, args)
+
+
+@pytest.mark.clause("ENG-MTH-001")
+def test_reshape_and_view_take_sizes_as_torch_takes_them() -> None:
+    """Inputs: a 6-element tensor reshaped and viewed to (2, 3) given as separate ints, one
+    tuple, one list, with -1, and to (6,) from a (2, 3) tensor by -1 and (-1,). Expected:
+    torch's shapes and values for the same calls. Pass: equal shapes and values."""
+    torch = pytest.importorskip("torch")
+    vals = np.arange(6.0)
+    a, ta = ampref.tensor(vals, "float32"), torch.tensor(vals, dtype=torch.float32)
+    calls: list[tuple[Any, ...]] = [(2, 3), ((2, 3),), ([2, 3],), (-1, 3), ((2, -1),)]
+    for name in ("reshape", "view"):
+        if not hasattr(a, name):
+            continue
+        for args in calls:
+            got, want = getattr(a, name)(*args), getattr(ta, name)(*args)
+            assert tuple(got.shape) == tuple(want.shape), (name, args)
+            assert got.numpy().tolist() == want.numpy().tolist(), (name, args)
+            back = getattr(got, name)(-1)
+            assert tuple(back.shape) == (6,) and getattr(got, name)((-1,)).shape == (6,)
