@@ -181,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutants: unknown area(s) {unknown} (choose from {', '.join(AREAS)}) or "
               f"--per-area {args.per_area} < 1", file=sys.stderr)
         return 2
+    # the commit the worktree holds, named now: HEAD may move while the mutants run
+    args.sources_at = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short",
+                                      args.sources_at], capture_output=True,
+                                     text=True).stdout.strip() or args.sources_at
     tree = make_worktree(args.sources_at, args.tests_at)
     if args.mutants_from:
         rows = json.loads(args.mutants_from.read_text())
