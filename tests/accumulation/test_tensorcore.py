@@ -160,15 +160,21 @@ def test_bad_gpu_format_combinations_list_the_choices() -> None:
 def test_the_gemm_is_the_dot_of_each_row_and_column_for_every_short_k(gpu: str,
                                                                       fin: str) -> None:
     """Inputs: 5x4 GEMMs with K = 0, 1, 2, b - 1, b, b + 1 (b the GPU's block for
-    ``fin``), random operands in ``fin`` and a random fp32 C. Expected: D[i, j] =
-    tc.dot(A[i], BT[j], C[i, j]) (the per-element model, a separate code path).
-    Pass: bitwise equal for every K."""
+    ``fin``), random operands in ``fin`` and an fp32 C whose rows are random, 2^20 times
+    larger (the addend sets the alignment), and zero; under the compiled kernels and the
+    NumPy specification kernels. Expected: D[i, j] = tc.dot(A[i], BT[j], C[i, j]) (the
+    per-element model, a separate code path). Pass: bitwise equal for every K and both
+    kernel sets."""
     block = tc.block_params(gpu, fin, "float32")[0].block
     rng = np.random.default_rng(block)
     for k in sorted({0, 1, 2, block - 1, block, block + 1}):
         A = ampref.quantize(rng.standard_normal((5, k)), fin)
         BT = ampref.quantize(rng.standard_normal((4, k)), fin)
         C = rng.standard_normal((5, 4)).astype(np.float32)
-        got = tc.gemm(A, BT, C, gpu=gpu, input_format=fin)
+        C[1] *= 2.0**20
+        C[2] = 0.0
         want = tc.dot(A[:, None, :], BT[None, :, :], C, gpu=gpu, input_format=fin)
-        assert_bitwise_equal(got, want, msg=f"{gpu} {fin} K={k}")
+        for kernels in ("compiled", "numpy"):
+            with ampref.use_kernels(kernels):
+                got = tc.gemm(A, BT, C, gpu=gpu, input_format=fin)
+            assert_bitwise_equal(got, want, msg=f"{gpu} {fin} K={k} {kernels}")
