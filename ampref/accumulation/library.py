@@ -36,7 +36,7 @@ import numpy.typing as npt
 from ampref.formats.cast import quantize
 from ampref.formats.table import Format, get_format
 from . import tensorcore
-from .registry import LIBRARY_GPUS
+from .registry import LIBRARY_GPUS, MAX_SPLIT_K
 
 __all__ = ["BOUNDED_ONLY", "NotModelledError", "library_dot", "library_gemm", "split_bounds"]
 
@@ -93,9 +93,26 @@ def _intervals(k0: int, k1: int, step: int) -> list[tuple[int, int]]:
     return [(k, min(k1, k + step)) for k in range(k0, k1, step)]
 
 
+def _check_split(split_k: object) -> int:
+    """``split_k`` as an int in 1..MAX_SPLIT_K, or a named ValueError."""
+    if isinstance(split_k, bool) or not isinstance(split_k, int) \
+            or not 1 <= split_k <= MAX_SPLIT_K:
+        raise ValueError(f"split_k takes a slice count 1..{MAX_SPLIT_K}, got {split_k!r}")
+    return split_k
+
+
 def split_bounds(K: int, split_k: int, granule: int) -> list[tuple[int, int]]:
     """The K slices of a split-K kernel: ``ceil(ceil(K / granule) / split_k)`` granules
-    each, the last slice shorter, empty slices dropped (ACC-LIB-006)."""
+    each, the last slice shorter, empty slices dropped (ACC-LIB-006).
+
+    Raises:
+        ValueError: ``split_k`` outside 1..MAX_SPLIT_K, a negative K or a granule < 1.
+    """
+    split_k = _check_split(split_k)
+    if isinstance(K, bool) or not isinstance(K, int) or K < 0 \
+            or isinstance(granule, bool) or not isinstance(granule, int) or granule < 1:
+        raise ValueError(f"split_bounds needs an int K >= 0 and granule >= 1, got K={K!r}, "
+                         f"granule={granule!r}")
     granules = -(-K // granule)
     per = -(-granules // split_k) * granule
     return _intervals(0, K, max(per, 1))
@@ -131,6 +148,7 @@ def library_gemm(A: npt.NDArray[Any], B: npt.NDArray[Any], C: npt.NDArray[Any], 
     Raises:
         ValueError: TF32/float32 inputs (bounded only), other formats (choices named).
     """
+    split_k = _check_split(split_k)
     fin, fout = get_format(input_format), get_format(output_format)
     fb = get_format(b_format or fin)
     inst, interval, granule = _check(gpu, fin, fout, fb)
@@ -152,6 +170,7 @@ def library_dot(a: Any, b: Any, c: Any, *, gpu: str, fast_accum: bool, input_for
                 output_format: Format, b_format: Format, split_k: int = 1) -> npt.NDArray[Any]:
     """Batched dot products over the last axis under the library model (see
     :func:`library_gemm`; ``a``, ``b`` validated and broadcast, ``c`` of shape (...))."""
+    split_k = _check_split(split_k)
     inst, interval, granule = _check(gpu, input_format, output_format, b_format)
 
     def chain(k0: int, k1: int, c_: Any = None) -> Any:

@@ -266,3 +266,25 @@ def test_the_library_functions_default_to_one_slice() -> None:
     dots = library_dot(a[:, None, :], b.T[None, :, :], np.zeros((4, 3)), **kw,
                        output_format=f32, b_format=bf)
     assert_bitwise_equal(np.asarray(dots, np.float32), plain)
+
+
+@pytest.mark.clause("ACC-LIB-006")
+@pytest.mark.parametrize("split", [0, -1, 1025, 2.0, True, "3"])
+def test_the_library_functions_refuse_a_bad_slice_count_by_name(split: Any) -> None:
+    """Input: split_k = 0, -1, 1025, 2.0, True, "3" to library_gemm, library_dot and
+    split_bounds. Expected: ValueError naming the range 1..1024 and the value, before any
+    arithmetic (0 would divide by zero). Pass: each call raises with those words."""
+    from ampref.accumulation.library import library_dot, library_gemm
+    from ampref.formats.table import get_format
+
+    f16, f32 = get_format("float16"), get_format("float32")
+    a, c = np.ones((2, 300)), np.zeros((2, 2), np.float32)
+    calls = [lambda: library_gemm(a, a.T, c, gpu="h100", fast_accum=False,
+                                  input_format=f16, split_k=split),
+             lambda: library_dot(a, a, np.zeros(2), gpu="h100", fast_accum=False,
+                                 input_format=f16, output_format=f32, b_format=f16,
+                                 split_k=split),
+             lambda: split_bounds(300, split, 128)]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"1\.\.1024, got"):
+            call()

@@ -527,3 +527,22 @@ def test_every_registry_model_runs_on_the_backends_its_row_names(emulated: Devic
                                         get_format("float16")))
             assert_bits_equal(np.asarray(got, np.float32), np.asarray(want, np.float32),
                               f"{name} on {be.name}")
+
+
+@pytest.mark.clause("BKD-QNT-002")
+def test_quantize_start_offsets_the_stochastic_words_and_refuses_bad_values(
+        emulated: DeviceBackend) -> None:
+    """Inputs: 64 float32 values rounded stochastically (seed 9) as one array, and as the
+    pieces [0, 40) and [40, 64) with start=0 and start=40; then start = -1, True, 2.5.
+    Expected: the pieces joined equal the whole array bit for bit; each bad start raises
+    ValueError naming it. Pass: both."""
+    x = (np.arange(64, dtype=np.float32) * np.float32(1.0009765625)) + np.float32(1 / 3)
+    dx = strictxp.asarray(x)
+    whole = strictxp.asnumpy(emulated.quantize(dx, "bf16", "stochastic", seed=9))
+    parts = [strictxp.asnumpy(emulated.quantize(strictxp.asarray(x[a:b]), "bf16",
+                                                 "stochastic", seed=9, start=a))
+             for a, b in ((0, 40), (40, 64))]
+    assert_bits_equal(np.concatenate(parts), whole, "pieces with start vs whole")
+    for bad in (-1, True, 2.5):
+        with pytest.raises(ValueError, match="start must be an int >= 0"):
+            emulated.quantize(dx, "bf16", "stochastic", seed=9, start=bad)
