@@ -543,6 +543,7 @@ def test_quantize_start_offsets_the_stochastic_words_and_refuses_bad_values(
                                                  "stochastic", seed=9, start=a))
              for a, b in ((0, 40), (40, 64))]
     assert_bits_equal(np.concatenate(parts), whole, "pieces with start vs whole")
-    for bad in (-1, True, 2.5):
+    bad_starts: tuple[Any, ...] = (-1, True, 2.5)  # deliberately outside the int type
+    for bad in bad_starts:
         with pytest.raises(ValueError, match="start must be an int >= 0"):
             emulated.quantize(dx, "bf16", "stochastic", seed=9, start=bad)
