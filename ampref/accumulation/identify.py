@@ -90,8 +90,9 @@ def gemm_battery(input_format: str, *, seed: int = 0, k: int = 64
             (q(lead), b), (q(zeros), np.abs(b)), (q(tiny), q(tiny.T))]
 
 
-#: split-K slice counts offered for long K (ACC-LIB-006; the H100 recordings used 2..12)
-SPLIT_COUNTS = tuple(range(2, 17))
+#: split-K slice counts offered for long K (ACC-LIB-006; the H100 recordings used 2..32,
+#: and 128 once, for an 8x8192x8 SGEMM)
+SPLIT_COUNTS = tuple(range(2, 33))
 
 
 def gemm_candidates(input_format: str, output_format: str = "float32", *, k: int = 64
@@ -101,9 +102,9 @@ def gemm_candidates(input_format: str, output_format: str = "float32", *, k: int
     and MMA-Sim's rules; for a 16-bit output both its 16-bit accumulator mode and the
     float32 chain rounded once into the output, keyword ``round_to``), and each library
     model (``cublas:<gpu>``, with ``:fast-accum`` for FP8, and with ``:split-k=S`` for
-    S in :data:`SPLIT_COUNTS` where ``k`` spans more than one 128-product granule, so a
-    split can differ). Every candidate runs on a probe first; one that refuses these
-    formats is left out."""
+    S in :data:`SPLIT_COUNTS` where ``k`` spans more than one split granule: 128
+    products, TF32 4, SGEMM 8). Every candidate runs on a probe first; one that refuses
+    these formats is left out."""
     fin, fout = get_format(input_format), get_format(output_format)
     out: list[tuple[str, dict[str, Any]]] = [(m, {"accumulation": m}) for m in CLASSIC]
     if FAMILY.get(fin.name) is not None:
@@ -119,7 +120,7 @@ def gemm_candidates(input_format: str, output_format: str = "float32", *, k: int
     for lib in LIBRARY_GPUS:
         names = [f"cublas:{lib}"] + ([f"cublas:{lib}:fast-accum"]
                                      if fin.name.startswith("float8") else [])
-        splits = SPLIT_COUNTS if k > int(str(LIBRARY_GPUS[lib]["split_granule"])) else ()
+        splits = SPLIT_COUNTS if k > LIBRARY_GPUS[lib].granule(fin.name) else ()
         for name in names:
             out.append((name, {"accumulation": name}))
             out.extend((f"{name}:split-k={n}", {"accumulation": f"{name}:split-k={n}"})

@@ -16,14 +16,19 @@ around it. Derived from outputs recorded on an H100 (torch 2.11, cuBLAS 13;
   output format. The recorded data also fit the exact sum of the partial results
   rounded once; the sequential float32 additions are the mechanism (CUTLASS's
   promotion, DeepSeek-V3 sec. 3.3.2) and are what is stated.
+* TF32 (``allow_tf32``): the instruction model's TF32 chain (blocks of 8 products), as
+  above; cuBLAS ran every recorded TF32 GEMM split-K (below), from K = 16 on.
+* float32 SIMT SGEMM (TF32 off): a chain of correctly rounded float32 FMAs in K order
+  (no tensor core), likewise split-K in every recorded case.
 * split-K (``split-k=S``, the kernel cuBLAS picks for small M x N with long K): K is cut
-  into S slices of ``ceil(ceil(K / 128) / S)`` granules of 128 products (the last
-  slice shorter), each slice is the rule above from zero, and the slice results are
-  added to a float32 accumulator starting at C, one RNE addition per slice, in K order,
-  then rounded once to the output. S itself is cuBLAS's heuristic choice (not modelled).
-* TF32 (``allow_tf32``) and float32 SIMT SGEMM: no rule found that explains the
-  recorded elements (see ACC-LIB-004); these flavours are bounded, not modelled, and
-  asking for their bits raises.
+  into S slices of ``ceil(ceil(K / g) / S)`` granules of g products (the last slice
+  shorter; g = 128 for fp16/bf16/FP8, 4 for TF32, 8 for SGEMM), each slice is the rule
+  above from zero, and the slice results are added to a float32 accumulator starting
+  at C, one RNE addition per slice, in K order, then rounded once to the output. S
+  itself is cuBLAS's heuristic choice (not modelled).
+* Not modelled, only bounded (ACC-BND-003): fp16/bf16 GEMMs with K not a multiple of 8
+  (rows not 16-byte aligned): cuBLAS runs another kernel there, and the one recorded
+  (8x12345x8) fits no slicing; the model computes them as the aligned kernel would.
 """
 
 from __future__ import annotations
@@ -34,38 +39,28 @@ import numpy as np
 import numpy.typing as npt
 
 from ampref.formats.cast import quantize
+from ampref.formats.exactsum import fma_chain
 from ampref.formats.table import Format, get_format
 from . import tensorcore
-from .registry import LIBRARY_GPUS, MAX_SPLIT_K
+from .registry import LIBRARY_GPUS, MAX_SPLIT_K, LibraryGPU
 
-__all__ = ["BOUNDED_ONLY", "NotModelledError", "library_dot", "library_gemm", "split_bounds"]
+__all__ = ["library_dot", "library_gemm", "split_bounds"]
 
-
-class NotModelledError(ValueError):
-    """A library GEMM flavour whose bits are not modelled (TF32, SGEMM): only bounded."""
-
-#: input formats whose library GEMM is bounded, not modelled bit for bit
-BOUNDED_ONLY = ("tf32", "float32")
 _FP8 = ("float8_e4m3fn", "float8_e5m2")
 _16BIT = ("float16", "bfloat16")
+_FLOAT32 = ("tf32", "float32")
 
 
-def _check(gpu: str, fin: Format, fout: Format, fb: Format) -> tuple[str, int, int]:
-    """The instruction GPU, FP8 promotion interval and split-K granule, or a named
-    refusal."""
-    row = LIBRARY_GPUS[gpu]
-    if fin.name in BOUNDED_ONLY:
-        raise NotModelledError(f"cublas:{gpu} has no bit-exact model for {fin.name} GEMMs (TF32 "
-                         f"and SIMT SGEMM: no rule explains the recorded H100 outputs); "
-                         f"error_bound(..., accumulation='cublas:{gpu}') bounds them "
-                         "(ACC-LIB-004)")
-    if fin.name not in _16BIT + _FP8 or (fb.name != fin.name and fin.name not in _FP8):
-        raise ValueError(f"cublas:{gpu} models float16, bfloat16 and FP8 "
-                         f"(float8_e4m3fn, float8_e5m2) inputs, got {fin.name} x {fb.name}")
-    if fout.name not in ("float32", "float16", "bfloat16"):
-        raise ValueError(f"cublas:{gpu} writes float32, float16 or bfloat16, got {fout.name}")
-    return (str(row["instruction"]), int(str(row["fp8_promotion"])),
-            int(str(row["split_granule"])))
+def _check(gpu: str, fin: Format, fout: Format, fb: Format) -> LibraryGPU:
+    """The GPU's library row, or a named refusal of the formats."""
+    if fin.name not in _16BIT + _FP8 + _FLOAT32 or (fb.name != fin.name and fin.name not in _FP8):
+        raise ValueError(f"cublas:{gpu} models float16, bfloat16, FP8 (float8_e4m3fn, "
+                         f"float8_e5m2), tf32 and float32 inputs, got {fin.name} x {fb.name}")
+    outs = ("float32",) if fin.name in _FLOAT32 else ("float32", "float16", "bfloat16")
+    if fout.name not in outs:
+        raise ValueError(f"cublas:{gpu} writes {' or '.join(outs)} for {fin.name} inputs, "
+                         f"got {fout.name}")
+    return LIBRARY_GPUS[gpu]
 
 
 def _finish(acc: Any, fout: Format) -> npt.NDArray[Any]:
@@ -146,24 +141,26 @@ def library_gemm(A: npt.NDArray[Any], B: npt.NDArray[Any], C: npt.NDArray[Any], 
     nothing (inf beyond the format's range), as cuBLAS's conversion does.
 
     Raises:
-        ValueError: TF32/float32 inputs (bounded only), other formats (choices named).
+        ValueError: formats the library does not take (choices named).
     """
     split_k = _check_split(split_k)
     fin, fout = get_format(input_format), get_format(output_format)
     fb = get_format(b_format or fin)
-    inst, interval, granule = _check(gpu, fin, fout, fb)
+    row = _check(gpu, fin, fout, fb)
     BT = np.ascontiguousarray(np.asarray(B).T)
     zero = np.zeros(C.shape)
 
     def chain(k0: int, k1: int, c: Any = zero) -> Any:
-        return tensorcore.gemm(np.ascontiguousarray(A[:, k0:k1]),
-                               np.ascontiguousarray(BT[:, k0:k1]), c, gpu=inst,
-                               input_format=fin, output_format="float32", threads=threads,
-                               b_format=fb)
+        a, bt = np.ascontiguousarray(A[:, k0:k1]), np.ascontiguousarray(BT[:, k0:k1])
+        if fin.name == "float32":  # SIMT: one FMA per product, K ascending
+            return fma_chain(a[:, None, :], bt[None, :, :], np.asarray(c, np.float64),
+                             fin).astype(np.float32)
+        return tensorcore.gemm(a, bt, c, gpu=row.instruction, input_format=fin,
+                               output_format="float32", threads=threads, b_format=fb)
 
     return _finish(_accumulate(chain, A.shape[1], C, fp8_promoted=fin.name in _FP8
-                               and not fast_accum, interval=interval, split_k=split_k,
-                               granule=granule), fout)
+                               and not fast_accum, interval=row.fp8_promotion,
+                               split_k=split_k, granule=row.granule(fin.name)), fout)
 
 
 def library_dot(a: Any, b: Any, c: Any, *, gpu: str, fast_accum: bool, input_format: Format,
@@ -171,14 +168,18 @@ def library_dot(a: Any, b: Any, c: Any, *, gpu: str, fast_accum: bool, input_for
     """Batched dot products over the last axis under the library model (see
     :func:`library_gemm`; ``a``, ``b`` validated and broadcast, ``c`` of shape (...))."""
     split_k = _check_split(split_k)
-    inst, interval, granule = _check(gpu, input_format, output_format, b_format)
+    row = _check(gpu, input_format, output_format, b_format)
 
     def chain(k0: int, k1: int, c_: Any = None) -> Any:
-        return tensorcore.dot(a[..., k0:k1], b[..., k0:k1],
-                              np.zeros(a.shape[:-1]) if c_ is None else c_, gpu=inst,
+        c0 = np.zeros(a.shape[:-1]) if c_ is None else c_
+        if input_format.name == "float32":
+            return fma_chain(a[..., k0:k1], b[..., k0:k1], np.asarray(c0, np.float64),
+                             input_format).astype(np.float32)
+        return tensorcore.dot(a[..., k0:k1], b[..., k0:k1], c0, gpu=row.instruction,
                               input_format=input_format, output_format="float32",
                               b_format=b_format)
 
     return _finish(_accumulate(chain, a.shape[-1], c, fp8_promoted=input_format.name in _FP8
-                               and not fast_accum, interval=interval, split_k=split_k,
-                               granule=granule), output_format)
+                               and not fast_accum, interval=row.fp8_promotion,
+                               split_k=split_k, granule=row.granule(input_format.name)),
+                   output_format)

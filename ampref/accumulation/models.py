@@ -29,7 +29,7 @@ from .library import library_dot, library_gemm
 from .registry import DEFAULT, Resolved, model_names, resolve
 from ampref.common.checks import check_count, real_array
 from ampref.formats.cast import quantize
-from ampref.formats.exactsum import add_rounded, round_odd_exact
+from ampref.formats.exactsum import add_rounded, fma_chain, round_odd_exact
 from ampref.formats.table import Format, get_format
 
 __all__ = ["DEFAULT", "MODELS", "dot", "matmul", "parse_model", "error_bound"]
@@ -76,13 +76,6 @@ def _sequential(a: Any, b: Any, c: Any, fmt: Format) -> Any:
     d = c
     for k in range(p.shape[-1]):
         d = add_rounded(d, p[..., k], fmt, "nearest_even")
-    return d
-
-
-def _fma_chain(a: Any, b: Any, c: Any, fmt: Format) -> Any:
-    d = c
-    for k in range(a.shape[-1]):
-        d = add_rounded(a[..., k] * b[..., k], d, fmt, "nearest_even")  # product exact
     return d
 
 
@@ -144,7 +137,7 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
     if kind == "sequential":
         d = _sequential(a64, b64, c64, fout)
     elif kind == "fma-chain":
-        d = _fma_chain(a64, b64, c64, fout)
+        d = fma_chain(a64, b64, c64, fout)
     elif kind == "pairwise":
         d = add_rounded(_pairwise_sum(_products(a64, b64, fout), fout), c64, fout, "nearest_even")
     else:

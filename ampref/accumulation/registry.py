@@ -14,13 +14,13 @@ read it. Adding a model is adding a row here and its kernel (docs/architecture.m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from . import gpus, mfma
 
-__all__ = ["CLASSIC", "DEFAULT", "LIBRARY_GPUS", "MODEL_ROWS", "ModelRow", "Resolved", "resolve",
-           "model_names"]
+__all__ = ["CLASSIC", "DEFAULT", "LIBRARY_GPUS", "LibraryGPU", "MODEL_ROWS", "ModelRow",
+           "Resolved", "resolve", "model_names"]
 
 #: the one default accumulation model of every matmul front end (ampref.matmul,
 #: functional.matmul/linear/conv2d, the backends): exactly rounded, order-free, the same
@@ -81,14 +81,41 @@ MODEL_ROWS: tuple[ModelRow, ...] = (
 #: the models whose names take no GPU and that run on every backend's host reference
 CLASSIC = ("sequential", "pairwise", "exact", "fma-chain")
 
-#: GPUs with a library model: the instruction model its kernels chain, the FP8
-#: promotion interval without fast accumulation, the K granule split-K slices are made
-#: of (ACC-LIB-006), and the evidence
-LIBRARY_GPUS: dict[str, dict[str, object]] = {
-    "h100": {"instruction": "h100", "fp8_promotion": 128, "split_granule": 128,
-             "source": "recorded on an NVIDIA H100 80GB HBM3, torch 2.11.0+cu130"},
-    "h200": {"instruction": "h200", "fp8_promotion": 128, "split_granule": 128,
-             "source": "the H100's SM 9.0 kernels [assumed: same silicon, not recorded]"},
+@dataclass(frozen=True, kw_only=True)
+class LibraryGPU:
+    """A GPU with a library model (ACC-LIB-*): the instruction model its tensor-core
+    kernels chain, the FP8 promotion interval without fast accumulation, and the K
+    granule split-K slices are made of, per flavour (ACC-LIB-006): the largest granule
+    every recorded slice length of that flavour is a multiple of."""
+
+    #: the tensor-core instruction model (``tensorcore:<instruction>``)
+    instruction: str
+    #: products per FP8 partial sum before it is promoted into float32
+    fp8_promotion: int
+    #: split-K granule of the fp16/bf16 and FP8 kernels
+    split_granule: int
+    #: split-K granule of the TF32 kernels
+    tf32_granule: int
+    #: split-K granule of the SIMT SGEMM kernels
+    sgemm_granule: int
+    #: the evidence
+    source: str
+
+    def granule(self, input_format: str) -> int:
+        """The split-K granule of GEMMs with this input format."""
+        return {"tf32": self.tf32_granule, "float32": self.sgemm_granule}.get(
+            input_format, self.split_granule)
+
+
+_H100_LIB = LibraryGPU(instruction="h100", fp8_promotion=128, split_granule=128,
+                       tf32_granule=4, sgemm_granule=8,
+                       source="recorded on an NVIDIA H100 80GB HBM3, torch 2.11.0+cu130")
+
+#: GPUs with a library model
+LIBRARY_GPUS: dict[str, LibraryGPU] = {
+    "h100": _H100_LIB,
+    "h200": replace(_H100_LIB, instruction="h200",
+                    source="the H100's SM 9.0 kernels [assumed: same silicon, not recorded]"),
 }
 
 #: the largest split-K slice count a name may ask for (cuBLAS's heuristics stay far

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from .cast import quantize
 from .table import Format
 
-__all__ = ["two_sum", "round_odd_pair", "add_rounded", "round_odd_exact", "fma64"]
+__all__ = ["two_sum", "round_odd_pair", "add_rounded", "fma_chain", "round_odd_exact", "fma64"]
 
 
 def two_sum(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> tuple[Any, Any]:
@@ -54,6 +54,23 @@ def add_rounded(x: npt.ArrayLike, y: npt.ArrayLike, fmt: Format, rounding: str) 
         s, e = two_sum(a, b)
         e = np.where(np.isfinite(s), e, 0.0)
     return quantize(round_odd_pair(s, e), fmt, rounding)
+
+
+def fma_chain(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], c: Any,
+              fmt: Format) -> Any:
+    """d = c; for k ascending: d = fmt(a_k * b_k + d), one correct rounding per step
+    (an FMA in ``fmt``), over the last axis of ``a`` and ``b``; float64 result.
+
+    Products of inputs with at most 26 significant bits are exact in float64, so each
+    step is :func:`add_rounded`'s one rounding; NaN and inf follow IEEE, a step beyond
+    ``fmt``'s range gives inf, subnormal results are kept, and an exact zero sum is +0
+    (round to nearest) unless both terms are -0.
+    """
+    d = c
+    for k in range(a.shape[-1]):
+        with np.errstate(invalid="ignore"):  # inf * 0: NaN, as IEEE says
+            d = add_rounded(a[..., k] * b[..., k], d, fmt, "nearest_even")
+    return d
 
 
 def round_odd_exact(row: npt.NDArray[np.float64]) -> float:

@@ -12,7 +12,6 @@ import torch
 
 from ampref.backends import get as get_backend  # type: ignore[attr-defined]
 from ampref.engine.tensor import Tensor as EngineTensor
-from ampref.accumulation.library import NotModelledError
 from ampref.engine.tensor import no_grad
 
 from .convert import engine, format_of, from_numpy, to_numpy, to_torch
@@ -32,14 +31,9 @@ def as_torch(x: EngineTensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def forward(fn: Callable[..., Any], *inputs: Any, **kw: Any) -> Any:
-    """The engine's op on the inputs' values. A GEMM the accumulation model does not
-    model bit for bit (a float32 GEMM under ``cublas:<gpu>``: SGEMM/TF32, bounded only)
-    is unsupported here, so emulate names the op and ``fallback="torch"`` applies."""
+    """The engine's op on the inputs' values."""
     with no_grad():
-        try:
-            return fn(*(engine(t) for t in inputs), **kw)
-        except NotModelledError as e:
-            raise NotImplementedError(str(e)) from None
+        return fn(*(engine(t) for t in inputs), **kw)
 
 
 def replay(fn: Callable[..., Any], inputs: list[Any], need: list[bool], grad: torch.Tensor,
@@ -47,11 +41,8 @@ def replay(fn: Callable[..., Any], inputs: list[Any], need: list[bool], grad: to
     """The engine's gradients of ``fn(*inputs)`` for the inputs flagged in ``need``."""
     eng = [engine(t, requires_grad=n) if isinstance(t, torch.Tensor) else t
            for t, n in zip(inputs, need, strict=True)]
-    try:
-        y = fn(*eng, **kw)
-        y.backward(EngineTensor(to_numpy(grad), y.format))
-    except NotModelledError as e:  # as in forward()
-        raise NotImplementedError(str(e)) from None
+    y = fn(*eng, **kw)
+    y.backward(EngineTensor(to_numpy(grad), y.format))
     return [to_torch(e.grad, t.dtype) if n and e.grad is not None else
             (torch.zeros_like(t) if n else None)
             for t, e, n in zip(inputs, eng, need, strict=True)]

@@ -143,7 +143,7 @@ def test_an_unaligned_long_k_16bit_gemm_is_bounded_not_modelled() -> None:
         assert np.all(np.abs(want - np.asarray(exact, np.float64)) <= bound), gemm
 
 
-@pytest.mark.clause("ACC-LIB-004", "ACC-BND-003")
+@pytest.mark.clause("ACC-BND-003")
 @pytest.mark.parametrize("gemm,fin", [("torch.mm tf32->fp32", "tf32"),
                                       ("torch.mm fp32 (no tf32)", "float32")])
 def test_tf32_and_sgemm_of_the_second_run_lie_within_their_bounds(gemm: str, fin: str) -> None:

@@ -50,12 +50,13 @@ def test_bfloat16_tells_ampref_rules_from_mmasim_rules() -> None:
 @pytest.mark.clause("ACC-IDN-001")
 def test_a_hand_written_float32_loop_is_sequential_and_its_fused_twin_fma_chain() -> None:
     """Inputs: a float32 loop GEMM and its fused twin on float32 and float16 inputs.
-    Expected: 'sequential', 'fma-chain', and both first on float16 (exact products). Pass:
-    each."""
+    Expected: 'sequential'; 'fma-chain' and the unsplit H100/H200 SGEMM models (a float32
+    FMA chain, ACC-LIB-004) and nothing else; both first on float16 (exact products).
+    Pass: each."""
     seq = identify_gemm(gemm_f32_loop, "float32")
     assert seq.matches == ("sequential",)
     fused = identify_gemm(lambda a, b: gemm_f32_loop(a, b, fused=True), "float32")
-    assert fused.matches == ("fma-chain",)
+    assert fused.matches == ("fma-chain", "cublas:h100", "cublas:h200")
     # float16 products are exact in float32, so there the two rules are one
     assert identify_gemm(gemm_f32_loop, "float16").matches[:2] == ("sequential", "fma-chain")
 
