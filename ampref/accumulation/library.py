@@ -1,5 +1,5 @@
 """Library-kernel models: the GEMMs cuBLAS and cuBLASLt run on a GPU, as torch calls them
-(``accumulation="cublas:<gpu>[:fast-accum][:split-k=<S>]"``; ``specs/accumulation.md``
+(``accumulation="cublas:<gpu>[:fast-accum][:tf32][:split-k=<S>]"``; ``specs/accumulation.md``
 ACC-LIB-*).
 
 A library GEMM is the GPU's matrix instruction chained over K plus what the kernel does
@@ -19,7 +19,10 @@ around it. Derived from outputs recorded on an H100 (torch 2.11, cuBLAS 13;
 * TF32 (``allow_tf32``): the instruction model's TF32 chain (blocks of 8 products), as
   above; cuBLAS ran every recorded TF32 GEMM split-K (below), from K = 16 on.
 * float32 SIMT SGEMM (TF32 off): a chain of correctly rounded float32 FMAs in K order
-  (no tensor core), likewise split-K in every recorded case.
+  (no tensor core), likewise split-K in every recorded case. With ``tf32`` (torch's
+  ``allow_tf32``) float32 operands run on the TF32 kernels instead, their low 13
+  fraction bits ignored ("only the first 10 bits of the input mantissa are read",
+  torch's numerical-accuracy notes; the recordings hold TF32-exact operands only).
 * split-K (``split-k=S``, the kernel cuBLAS picks for small M x N with long K): K is cut
   into S slices of ``ceil(ceil(K / g) / S)`` granules of g products (the last slice
   shorter; g = 128 for fp16/bf16/FP8, 4 for TF32, 8 for SGEMM), each slice is the rule
@@ -129,10 +132,17 @@ def _accumulate(chain: Any, K: int, c: Any, *, fp8_promoted: bool, interval: int
     return chain(0, K, c)
 
 
+def _as_tf32(x: Any, fin: Format, tf32: bool) -> tuple[Any, Format]:
+    """float32 operands as the TF32 kernels read them (``tf32``), else unchanged."""
+    if tf32 and fin.name == "float32":
+        return tensorcore.tf32_words(x), get_format("tf32")
+    return x, fin
+
+
 def library_gemm(A: npt.NDArray[Any], B: npt.NDArray[Any], C: npt.NDArray[Any], *,
                  gpu: str, fast_accum: bool, input_format: str | Format,
                  output_format: str | Format = "float32", b_format: str | Format | None = None,
-                 threads: int = 2, split_k: int = 1) -> npt.NDArray[Any]:
+                 threads: int = 2, split_k: int = 1, tf32: bool = False) -> npt.NDArray[Any]:
     """D = A @ B + C as the library GEMM of ``gpu`` (inputs validated, (M, K) @ (K, N);
     C float32 (M, N)). float32 results (16-bit outputs widened exactly).
 
@@ -146,6 +156,9 @@ def library_gemm(A: npt.NDArray[Any], B: npt.NDArray[Any], C: npt.NDArray[Any], 
     split_k = _check_split(split_k)
     fin, fout = get_format(input_format), get_format(output_format)
     fb = get_format(b_format or fin)
+    A, _ = _as_tf32(A, fin, tf32)
+    B, fin = _as_tf32(B, fin, tf32)
+    fb = fin if fb.name == "float32" else fb
     row = _check(gpu, fin, fout, fb)
     BT = np.ascontiguousarray(np.asarray(B).T)
     zero = np.zeros(C.shape)
@@ -164,10 +177,14 @@ def library_gemm(A: npt.NDArray[Any], B: npt.NDArray[Any], C: npt.NDArray[Any], 
 
 
 def library_dot(a: Any, b: Any, c: Any, *, gpu: str, fast_accum: bool, input_format: Format,
-                output_format: Format, b_format: Format, split_k: int = 1) -> npt.NDArray[Any]:
+                output_format: Format, b_format: Format, split_k: int = 1,
+                tf32: bool = False) -> npt.NDArray[Any]:
     """Batched dot products over the last axis under the library model (see
     :func:`library_gemm`; ``a``, ``b`` validated and broadcast, ``c`` of shape (...))."""
     split_k = _check_split(split_k)
+    a, _ = _as_tf32(a, input_format, tf32)
+    b, input_format = _as_tf32(b, input_format, tf32)
+    b_format = input_format if b_format.name == "float32" else b_format
     row = _check(gpu, input_format, output_format, b_format)
 
     def chain(k0: int, k1: int, c_: Any = None) -> Any:

@@ -132,7 +132,7 @@ def dot(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *,
         assert gpu is not None  # the registry returns a GPU for library models
         return library_dot(a64, b64, c64, gpu=gpu, fast_accum=r.fast_accum,
                            input_format=fin, output_format=fout, b_format=fb,
-                           split_k=r.split_k)
+                           split_k=r.split_k, tf32=r.tf32)
     c64 = _fl(c64, fout)
     if kind == "sequential":
         d = _sequential(a64, b64, c64, fout)
@@ -186,7 +186,7 @@ def matmul(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = None, *
         assert gpu is not None  # the registry returns a GPU for library models
         return library_gemm(A, B, np.asarray(C, np.float32), gpu=gpu,
                             fast_accum=r.fast_accum, input_format=fin, output_format=fout,
-                            b_format=fb, threads=threads, split_k=r.split_k)
+                            b_format=fb, threads=threads, split_k=r.split_k, tf32=r.tf32)
     rows = max(1, 2**20 // max(1, N * A.shape[1]))
     out = np.empty((M, N), dtype=np.float64 if fout.name == "float64" else np.float32)
     for i in range(0, M, rows):
@@ -243,6 +243,12 @@ def error_bound(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike | None = No
         if kind == "mfma":
             raise ValueError(f"error_bound: no rigorous bound is stated for the AMD MFMA "
                              f"model {accumulation!r} (ACC-MFMA-004); check it bitwise")
+        if kind == "library" and resolve(accumulation).tf32 and fin.name == "float32":
+            # the TF32 kernels read float32 operands cut to 10 fraction bits: each
+            # product loses less than (2^-9 + 2^-20) of itself before ACC-BND-003's TF32
+            # bound applies to the cut operands (whose magnitudes are no larger)
+            cut = (2.0**-9 + 2.0**-20) * (np.abs(A) * np.abs(B)).sum(axis=-1)
+            return cut + _library_bound(A, B, C, mag, gpu, get_format("tf32"), fout, eta)
         if kind in ("library", "cublas"):
             return _library_bound(A, B, C, mag, gpu, fin, fout, eta)
         if kind == "tensorcore":

@@ -4,8 +4,9 @@
 A model name is read here and nowhere else: ``exact``, ``sequential``, ``pairwise``,
 ``fma-chain``, ``tensorcore:<gpu>`` (one NVIDIA tensor-core instruction chained over K,
 or AMD's MFMA), ``cublas`` (the real cuBLAS call, on a GPU backend only) and
-``cublas:<gpu>[:fast-accum][:split-k=<S>]`` (a model of the library GEMM
-cuBLAS/cuBLASLt run on that GPU, as torch calls them; ``split-k`` names the K slices a
+``cublas:<gpu>[:fast-accum][:tf32][:split-k=<S>]`` (a model of the library GEMM
+cuBLAS/cuBLASLt run on that GPU, as torch calls them; ``tf32`` runs float32 operands on
+the TF32 kernels, as torch's ``allow_tf32`` does; ``split-k`` names the K slices a
 split-K kernel sums, which cuBLAS's heuristics choose). :func:`resolve` returns the row
 and the name's parameters; the matmul front ends, every backend and ``identify_gemm``
 read it. Adding a model is adding a row here and its kernel (docs/architecture.md,
@@ -68,12 +69,14 @@ MODEL_ROWS: tuple[ModelRow, ...] = (
              bitwise=False,
              summary="the real cublasGemmEx call on the device (fp16/bf16 in, fp32 out)",
              source="BKD-MM-002"),
-    ModelRow(name="cublas:<gpu>[:fast-accum][:split-k=<S>]", kind="library",
+    ModelRow(name="cublas:<gpu>[:fast-accum][:tf32][:split-k=<S>]", kind="library",
              backends=("numpy", "cupy"), bound="library",
              summary="the GEMM cuBLAS/cuBLASLt run on that GPU as torch calls them: "
                      "fp16/bf16 chained in float32 and rounded once to the output, FP8 "
                      "promoted to float32 every 128 products (or chained: fast-accum); "
-                     "split-k=S: S slices of K chained apart, summed in float32",
+                     "TF32 chained, SGEMM as float32 FMAs (tf32: float32 operands on the "
+                     "TF32 kernels); split-k=S: S slices of K chained apart, summed in "
+                     "float32",
              source="ACC-LIB-001..006: torch 2.11 + cuBLAS 13 on an H100 "
                     "(tests/data/h100_gemms.npz, tests/data/h100_gemms_run2.npz)"),
 )
@@ -136,6 +139,8 @@ class Resolved:
     fast_accum: bool = False
     #: K slices of a split-K library kernel (1: one chain over all of K)
     split_k: int = 1
+    #: float32 operands run on the TF32 kernels (torch's ``allow_tf32``)
+    tf32: bool = False
 
 
 _ROWS = {r.name.split(":")[0] + (":" if ":" in r.name else ""): r for r in MODEL_ROWS}
@@ -184,14 +189,14 @@ def resolve(accumulation: str) -> Resolved:
         if gpu not in LIBRARY_GPUS:
             raise ValueError(f"no library model for GPU {gpu!r} in {accumulation!r}; "
                              f"modelled: {', '.join(LIBRARY_GPUS)}")
-        fast, split = _library_options(options, accumulation)
-        return Resolved(accumulation, _ROWS["cublas:"], "library", gpu, fast, split)
+        fast, tf32, split = _library_options(options, accumulation)
+        return Resolved(accumulation, _ROWS["cublas:"], "library", gpu, fast, split, tf32)
     raise ValueError(f"unknown accumulation model {accumulation!r}; choose one of {_choices()}")
 
 
-def _library_options(options: list[str], name: str) -> tuple[bool, int]:
-    """(fast_accum, split_k) from a library name's options, each at most once."""
-    fast, split = False, 1
+def _library_options(options: list[str], name: str) -> tuple[bool, bool, int]:
+    """(fast_accum, tf32, split_k) from a library name's options, each at most once."""
+    fast, tf32, split = False, False, 1
     seen: set[str] = set()
     for option in options:
         key = option.partition("=")[0]
@@ -200,13 +205,16 @@ def _library_options(options: list[str], name: str) -> tuple[bool, int]:
         seen.add(key)
         if option == "fast-accum":
             fast = True
+        elif option == "tf32":
+            tf32 = True
         elif key == "split-k":
             split = _split_count(option.partition("=")[2], name)
         else:
             raise ValueError(f"unknown option {option!r} in {name!r}; the options are "
-                             "'fast-accum' (FP8 without promotion) and 'split-k=<S>' "
+                             "'fast-accum' (FP8 without promotion), 'tf32' (float32 operands "
+                             "on the TF32 kernels) and 'split-k=<S>' "
                              f"(S K slices, 1..{MAX_SPLIT_K})")
-    return fast, split
+    return fast, tf32, split
 
 
 def _split_count(text: str, name: str) -> int:

@@ -13,6 +13,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ampref.accumulation.models import parse_model
+from ampref.accumulation.registry import resolve
 
 from .convert import is_float, meta
 from .nnops import NN
@@ -94,7 +95,7 @@ class ModeBase(TorchDispatchMode):
             raise TypeError(f"accumulation must be a str (a model name such as 'exact' or "
                             f"'tensorcore:h100'), got {type(accumulation).__name__}")
         parse_model(accumulation)  # ValueError naming the models
-        self.accumulation = accumulation
+        self.model_name = accumulation
         root = type(model).__name__ if model is not None else ""
         self.names = {id(m): f"{root}.{n}" if n else root
                       for n, m in (model.named_modules() if model is not None else [])}
@@ -102,6 +103,18 @@ class ModeBase(TorchDispatchMode):
         self.saved_eps: dict[int, float] = {}
         self._stack: list[str] = []
         self._hooks: list[Any] = []
+
+    @property
+    def accumulation(self) -> str:
+        """The model every GEMM runs under: the name given, with ``:tf32`` added to a
+        library model (``cublas:<gpu>``) while torch allows TF32 for CUDA matmuls
+        (``torch.backends.cuda.matmul.allow_tf32``, ``set_float32_matmul_precision``),
+        read at each op as cuBLAS calls are (TRC-NN-004)."""
+        name = self.model_name
+        r = resolve(name)
+        if r.kernel == "library" and not r.tf32 and torch.backends.cuda.matmul.allow_tf32:
+            return f"{name}:tf32"
+        return name
 
     def path(self) -> str:
         """The module whose forward is running, or, during backward, the module whose

@@ -161,3 +161,39 @@ def test_tf32_and_sgemm_write_float32_only(fin: str) -> None:
     with pytest.raises(ValueError, match=f"float32 for {fin} inputs, got bfloat16"):
         models.matmul(np.ones((2, 8)), np.ones((8, 2)), input_format=fin,
                       output_format="bfloat16", accumulation="cublas:h100")
+
+
+@pytest.mark.clause("ACC-LIB-004", "ACC-BND-003")
+@pytest.mark.parametrize("seed", [5, 6])
+def test_the_tf32_option_runs_float32_operands_on_the_tf32_kernels(seed: int) -> None:
+    """Input: fresh float32 operands (low fraction bits set) of 6x40 @ 40x5, under
+    ``cublas:h100:tf32`` and ``cublas:h100:tf32:split-k=3``, and fp16 operands under
+    ``cublas:h100:tf32``. Expected: equal to the TF32 model on the operands with their
+    low 13 bits cleared (what the kernels read), different from the SGEMM; fp16 GEMMs
+    unchanged by the option; every element within error_bound(..., 'cublas:h100:tf32'),
+    which must exceed the SGEMM bound (the operands' truncation). Pass: bitwise and
+    elementwise."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((6, 40)).astype(np.float32).astype(np.float64)
+    b = rng.standard_normal((40, 5)).astype(np.float32).astype(np.float64)
+    cut = [(x.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+           .astype(np.float64) for x in (a, b)]
+    for split in ("", ":split-k=3"):
+        got = models.matmul(a, b, input_format="float32", accumulation=f"cublas:h100:tf32{split}")
+        want = models.matmul(*cut, input_format="tf32", accumulation=f"cublas:h100{split}")
+        assert_bitwise_equal(got, want, msg=split)
+        sgemm = models.matmul(a, b, input_format="float32", accumulation=f"cublas:h100{split}")
+        assert not np.array_equal(got, sgemm)
+    h = rng.standard_normal((6, 40)).astype(np.float16).astype(np.float64)
+    assert_bitwise_equal(models.matmul(h, h.T, input_format="float16",
+                                       accumulation="cublas:h100:tf32"),
+                         models.matmul(h, h.T, input_format="float16",
+                                       accumulation="cublas:h100"), msg="fp16")
+    exact = models.dot(a[:, None, :], b.T[None, :, :], accumulation="exact",
+                       output_format="float64")
+    got = models.matmul(a, b, input_format="float32", accumulation="cublas:h100:tf32")
+    bound = models.error_bound(a[:, None, :], b.T[None, :, :], accumulation="cublas:h100:tf32")
+    err = np.abs(got.astype(np.float64) - np.asarray(exact, np.float64))
+    assert np.all(err <= bound)
+    sgemm_bound = models.error_bound(a[:, None, :], b.T[None, :, :], accumulation="cublas:h100")
+    assert np.any(err > sgemm_bound)

@@ -171,12 +171,14 @@ def test_one_registry_parses_every_model_name_and_names_the_choices() -> None:
     a non-str raises TypeError. Pass: as stated."""
     names = {r.name for r in MODEL_ROWS}
     assert names >= {"exact", "tensorcore:<gpu>", "cublas",
-                     "cublas:<gpu>[:fast-accum][:split-k=<S>]"}
+                     "cublas:<gpu>[:fast-accum][:tf32][:split-k=<S>]"}
     assert resolve("cublas:H100:fast-accum").fast_accum and resolve("cublas:h100").gpu == "h100"
+    assert resolve("cublas:h100:split-k=3:tf32").tf32 and not resolve("cublas:h100").tf32
     assert resolve("tensorcore:mi300").kernel == "mfma"
     assert resolve("exact").kernel == "exact" and resolve("cublas").kernel == "cublas"
     for bad, words in (("exactly", "choose one of"), ("cublas:a100", "modelled: h100"),
-                       ("cublas:h100:slow", "fast-accum"), ("tensorcore:x", "known:")):
+                       ("cublas:h100:slow", "fast-accum"), ("tensorcore:x", "known:"),
+                       ("cublas:h100:tf32:tf32", "given twice")):
         with pytest.raises(ValueError, match=words):
             resolve(bad)
     with pytest.raises(TypeError, match="must be a str"):

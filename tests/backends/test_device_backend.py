@@ -513,7 +513,7 @@ def test_every_registry_model_runs_on_the_backends_its_row_names(emulated: Devic
     a = quantize(rng.standard_normal((4, 40)).astype(np.float32), "float16")
     b = quantize(rng.standard_normal((40, 3)).astype(np.float32), "float16")
     names = {r.name: r.name.replace("<gpu>", "h100").replace("[:fast-accum]", "")
-             .replace("[:split-k=<S>]", "") for r in MODEL_ROWS}
+             .replace("[:tf32]", "").replace("[:split-k=<S>]", "") for r in MODEL_ROWS}
     numpy_be = backends.get("numpy")
     for row in MODEL_ROWS:
         name = names[row.name]

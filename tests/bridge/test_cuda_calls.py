@@ -11,6 +11,7 @@ import json
 import warnings
 from typing import Any
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -168,3 +169,30 @@ def test_a_cuda_amp_model_runs_on_the_h100s_library_arithmetic() -> None:
         exact, _ = step(name, "exact")
         assert torch.isfinite(lib).all() and int((lib != exact).sum()) > 0, name
         assert not em.report.not_emulated(), name
+
+
+@pytest.mark.clause("TRC-NN-004", "ACC-LIB-004")
+def test_emulate_follows_torchs_tf32_switch_under_a_library_model() -> None:
+    """Input: a float32 nn.Linear(24, 5) on a 3x24 batch under
+    emulate(accumulation='cublas:h100'), once with torch.backends.cuda.matmul.allow_tf32
+    off (torch's default) and once on (restored after). Expected: off, the SGEMM model
+    (ampref.matmul 'cublas:h100' on float32 operands, then the bias in float32); on, the
+    TF32 kernels ('cublas:h100:tf32'); the two differ. Pass: bitwise equal to each."""
+    from ampref.accumulation import models
+
+    torch.manual_seed(0)
+    lin, x = torch.nn.Linear(24, 5), torch.randn(3, 24)
+    w = lin.weight.detach().numpy().astype(np.float64).T
+    bias = lin.bias.detach().numpy().astype(np.float64)
+    before = torch.backends.cuda.matmul.allow_tf32
+    for flag, name in ((False, "cublas:h100"), (True, "cublas:h100:tf32")):
+        torch.backends.cuda.matmul.allow_tf32 = flag
+        try:
+            with at.emulate(lin, accumulation="cublas:h100"):
+                got = lin(x).detach().numpy()
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = before
+        acc = models.matmul(x.numpy().astype(np.float64), w, input_format="float32",
+                            accumulation=name)
+        want = (acc.astype(np.float64) + bias).astype(np.float32)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), name
