@@ -101,10 +101,10 @@ def gemm_candidates(input_format: str, output_format: str = "float32", *, k: int
     ``output_format``: the classic models, each tensor-core instruction model (ampref's
     and MMA-Sim's rules; for a 16-bit output both its 16-bit accumulator mode and the
     float32 chain rounded once into the output, keyword ``round_to``), and each library
-    model (``cublas:<gpu>``, with ``:fast-accum`` for FP8, and with ``:split-k=S`` for
-    S in :data:`SPLIT_COUNTS` where ``k`` spans more than one split granule: 128
-    products, TF32 4, SGEMM 8). Every candidate runs on a probe first; one that refuses
-    these formats is left out."""
+    model (``cublas:<gpu>``, with ``:fast-accum`` for FP8 and ``:tf32`` for float32, and
+    with ``:split-k=S`` for S in :data:`SPLIT_COUNTS` where ``k`` spans more than one
+    split granule: 128 products, TF32 4, SGEMM 8). Every candidate runs on a probe
+    first; one that refuses these formats is left out."""
     fin, fout = get_format(input_format), get_format(output_format)
     out: list[tuple[str, dict[str, Any]]] = [(m, {"accumulation": m}) for m in CLASSIC]
     if FAMILY.get(fin.name) is not None:
@@ -118,10 +118,12 @@ def gemm_candidates(input_format: str, output_format: str = "float32", *, k: int
                     out.append((f"tensorcore:{name}, rules={rules}, float32 rounded once to "
                                 f"{fout.name}", {**kw, "round_to": fout.name}))
     for lib in LIBRARY_GPUS:
-        names = [f"cublas:{lib}"] + ([f"cublas:{lib}:fast-accum"]
-                                     if fin.name.startswith("float8") else [])
-        splits = SPLIT_COUNTS if k > LIBRARY_GPUS[lib].granule(fin.name) else ()
+        option = {"float32": ":tf32"}.get(fin.name, ":fast-accum" if fin.name.startswith(
+            "float8") else "")  # float32: also the TF32 kernels; FP8: fast accumulation
+        names = [f"cublas:{lib}"] + ([f"cublas:{lib}{option}"] if option else [])
         for name in names:
+            kernels = "tf32" if name.endswith(":tf32") else fin.name
+            splits = SPLIT_COUNTS if k > LIBRARY_GPUS[lib].granule(kernels) else ()
             out.append((name, {"accumulation": name}))
             out.extend((f"{name}:split-k={n}", {"accumulation": f"{name}:split-k={n}"})
                        for n in splits)

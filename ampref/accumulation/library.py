@@ -31,7 +31,8 @@ around it. Derived from outputs recorded on an H100 (torch 2.11, cuBLAS 13;
   itself is cuBLAS's heuristic choice (not modelled).
 * Not modelled, only bounded (ACC-BND-003): fp16/bf16 GEMMs with K not a multiple of 8
   (rows not 16-byte aligned): cuBLAS runs another kernel there, and the one recorded
-  (8x12345x8) fits no slicing; the model computes them as the aligned kernel would.
+  (8x12345x8) fits no slice count of 128-product granules (ACC-LIB-006 records what it
+  does fit); the model computes them as the aligned kernel would.
 """
 
 from __future__ import annotations

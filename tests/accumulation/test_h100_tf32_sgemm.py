@@ -197,3 +197,22 @@ def test_the_tf32_option_runs_float32_operands_on_the_tf32_kernels(seed: int) ->
     assert np.all(err <= bound)
     sgemm_bound = models.error_bound(a[:, None, :], b.T[None, :, :], accumulation="cublas:h100")
     assert np.any(err > sgemm_bound)
+
+
+@pytest.mark.clause("ACC-IDN-001", "ACC-LIB-004")
+def test_identify_gemm_names_a_tf32_gemm_on_float32_operands() -> None:
+    """Input: a black-box GEMM that truncates float32 operands to TF32 (clearing their low
+    13 bits with NumPy) and then runs the TF32 library model split in 2 slices, given to
+    identify_gemm as float32 at K = 64. Expected: among the matches
+    'cublas:h100:tf32:split-k=2', and no SGEMM candidate (plain 'cublas:h100...').
+    Pass: both."""
+    from ampref.testing import identify_gemm
+
+    def box(a: Any, b: Any) -> Any:
+        cut = [(np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFFE000))
+               .view(np.float32).astype(np.float64) for x in (a, b)]
+        return models.matmul(*cut, input_format="tf32", accumulation="cublas:h100:split-k=2")
+
+    got = identify_gemm(box, "float32", k=64)
+    assert "cublas:h100:tf32:split-k=2" in got.matches, got.matches
+    assert not any(m.startswith("cublas:h100") and ":tf32" not in m for m in got.matches)
