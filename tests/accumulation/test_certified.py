@@ -163,6 +163,41 @@ def test_non_finite_inputs_follow_ieee_and_overflow_gives_inf() -> None:
     assert got[0, 0] == np.inf and np.isnan(got[1, 0]) and got[2, 0] == np.inf
 
 
+#: dot products whose exact value lies strictly between -2^-150 and 2^-150 after
+#: cancellation (products of float32 values reach 2^-298): fl32 is a zero of the exact
+#: value's sign, while float64 BLAS cancels the big terms to +0 or keeps a tiny term
+ZERO_STRADDLE = [
+    ([2.0**-55, 2.0**-149, 2.0**-55], [2.0**-55, -(2.0**-149), -(2.0**-55)]),   # -2^-298
+    ([2.0**-55, 2.0**-149, 2.0**-55], [2.0**-55, 2.0**-149, -(2.0**-55)]),      # +2^-298
+    ([-(2.0**-60), 2.0**-100, 2.0**-60], [2.0**-60, -(2.0**-60), 2.0**-60]),    # -2^-160
+    ([2.0**-149, 2.0**-149, 2.0**-149], [-(2.0**-20), 2.0**-21, 2.0**-22]),      # -2^-171
+    ([1.5 * 2.0**-75, -(2.0**-75), 2.0**-140], [2.0**-75, 1.5 * 2.0**-75, -(2.0**-12)]),
+]
+
+
+@pytest.mark.clause("ENG-MM-001", "ENG-SPC-001")
+@pytest.mark.parametrize("kernels", ["numpy", "compiled"])
+@pytest.mark.parametrize("a_row,b_col", ZERO_STRADDLE)
+def test_an_exact_dot_below_half_the_smallest_subnormal_rounds_to_a_zero_of_its_sign(
+        kernels: str, a_row: list[float], b_col: list[float]) -> None:
+    """Inputs: 1 x 3 @ 3 x 1 (and a batch of two) whose exact dot product is nonzero but
+    below 2^-150 in magnitude, its terms cancelling; the NumPy and compiled kernels.
+    Expected: the integer oracle's fl32, a zero of the exact value's sign (-0 for a
+    negative sum: the certificate's interval straddles zero, so its two float32 ends
+    are -0 and +0, which compare equal as floats but are different results). Pass:
+    bitwise equal."""
+    a = np.array([a_row], np.float32)
+    b = np.array([b_col], np.float32).T
+    want = _exact_f32(a[0].astype(np.float64) * b[:, 0].astype(np.float64))
+    with ampref.use_kernels(kernels):
+        got = certified.matmul_f32(a, b)
+        batched = certified.matmul_f32(np.stack([a, -a]), b)
+    w = f"{want.view(np.uint32):08x}"
+    assert f"{got[0, 0].view(np.uint32):08x}" == w
+    assert f"{batched[0, 0, 0].view(np.uint32):08x}" == w
+    assert f"{batched[1, 0, 0].view(np.uint32):08x}" == f"{(-want).view(np.uint32):08x}"
+
+
 def _tiled_generic(monkeypatch: pytest.MonkeyPatch) -> None:
     """The generic (xp) exact GEMM with the smallest tiles: one row per tile, one
     undecided element per batch, so every tiling path runs on small shapes."""
