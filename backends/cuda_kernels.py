@@ -77,6 +77,25 @@ class CudaKernels:
     def unscale_(self, g: Any, row: Any) -> None:
         self._launch("ampref_unscale_f32_kernel", g.size, (g, np.int64(g.size), row))
 
+    def exact_gemm(self, A: Any, B: Any, T: int, sa: int, sb: int) -> Any:
+        """float32 (T, M, N) = fl32(exact A @ B), C-contiguous float32 operands holding T
+        matrices each, or one with a batch stride of 0 (BKD-MM-005): one launch."""
+        cp = self.cp
+        M, K = A.shape[-2:]
+        N = B.shape[-1]
+        out = cp.empty((T, M, N), dtype=cp.float32)
+        self._launch("ampref_exact_gemm_f32", T * M * N,
+                     (A, B, out, np.int64(T), np.int64(M), np.int64(N), np.int64(K),
+                      np.int64(sa), np.int64(sb)))
+        return out
+
+    def exact_rows(self, x: Any) -> Any:
+        """float32 (R,) = fl32(exact sum) of each row of C-contiguous float32 (R, L)."""
+        R, L = x.shape
+        out = self.cp.empty(R, dtype=self.cp.float32)
+        self._launch("ampref_exact_rows_f32", R, (x, out, np.int64(R), np.int64(L)))
+        return out
+
     def erf(self, x: Any) -> Any:
         from cupyx.scipy.special import erf
 

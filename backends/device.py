@@ -11,10 +11,12 @@ Numerics (what agrees with the NumPy reference, and how):
   them as uint16 *codes* produced by the encode kernel and reinterpret them as
   ``__nv_bfloat16``/``__half`` (kernels) or ``CUDA_R_16BF``/``CUDA_R_16F`` (cuBLAS)
   (BKD-BF16-001).
-* ``matmul(accumulation="exact")`` and ``sum``: the exactly rounded algorithm of
-  :mod:`ampref.accumulation.certified` run with CuPy arrays (float64 cuBLAS GEMMs plus the
-  certification passes), so results equal the reference bit for bit whatever cuBLAS's
-  summation order (BKD-MM-001, BKD-RED-001).
+* ``matmul(accumulation="exact")`` and ``sum``: one launch of the fused exact kernel
+  (``exact_dot.cuh``: a float64 sum certified per element, the rest summed in a
+  fixed-point accumulator, BKD-MM-005), or under the ``numpy`` kernel switch the exactly
+  rounded algorithm of :mod:`ampref.accumulation.certified` run with CuPy arrays (float64
+  cuBLAS GEMMs plus the certification passes); either way the reference's bits
+  (BKD-MM-001, BKD-RED-001).
 * ``matmul(accumulation="cublas")``: fp16/bf16 codes through ``cublasGemmEx`` with
   ``CUBLAS_COMPUTE_32F`` on Tensor Cores (not CuPy's batched matmul, which runs fp16 in
   float32). Not bit-exact: within the bound of BKD-MM-002.
@@ -38,10 +40,12 @@ runs the same class with NumPy and the host build of the same kernels
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ampref.kernels.switch import compiled as compiled_kernels
 from ampref.accumulation.registry import resolve
 from ampref.accumulation import certified as _cert
 from ampref.formats.table import Format, get_format
@@ -60,7 +64,7 @@ from .kernelsrc import (
     stochastic_keys,
 )
 
-__all__ = ["MMA_GPUS", "DeviceBackend", "KernelSet", "TensorCoreKernels"]
+__all__ = ["MMA_GPUS", "DeviceBackend", "ExactKernels", "KernelSet", "TensorCoreKernels"]
 
 #: tensor-core models the chain kernel reproduces (the Hopper parts this backend targets)
 MMA_GPUS = ("h100", "h200")
@@ -86,6 +90,15 @@ class KernelSet(Protocol):
     def scaler_update(self, row: Any, cfg_d: np.ndarray, cfg_i: np.ndarray) -> None: ...
 
     def erf(self, x: Any) -> Any: ...
+
+
+@runtime_checkable
+class ExactKernels(Protocol):
+    """A kernel set with the fused exact GEMM and row sums (BKD-MM-005, BKD-RED-001)."""
+
+    def exact_gemm(self, A: Any, B: Any, T: int, sa: int, sb: int) -> Any: ...
+
+    def exact_rows(self, x: Any) -> Any: ...
 
 
 @runtime_checkable
@@ -185,6 +198,8 @@ class DeviceBackend:
         fin = get_format(input_format) if input_format is not None else get_format("float32")
         model = resolve(accumulation)  # the registry: one parse of every name
         if model.kernel == "exact":
+            if self._fused_exact(a, b):
+                return self._exact_gemm(a, b)
             return _cert.matmul_f32(a, b, fin.precision_bits, xp=xp)
         if model.kernel == "cublas":
             return self._batched(a, b, lambda A, B: self._gemm_ex(A, B, fin))
@@ -200,6 +215,35 @@ class DeviceBackend:
 
         host = REF.matmul(self.to_numpy(a), self.to_numpy(b), accumulation, input_format)
         return xp.asarray(host)
+
+    def _fused_exact(self, *arrays: Any) -> bool:
+        """The fused exact kernels serve float32 operands while the kernel switch says
+        ``compiled`` (the default); ``numpy`` runs the specification's phases on the
+        device arrays instead (:mod:`ampref.kernels.switch`)."""
+        return (isinstance(self.kernels, ExactKernels) and compiled_kernels()
+                and all(x.dtype == self.xp.float32 for x in arrays))
+
+    def _exact_gemm(self, a: Any, b: Any) -> Any:
+        """fl32(exact a @ b) in one launch: operands made C-contiguous (T, M, K) and
+        (T, K, N); an operand without batch dimensions gets a batch stride of 0."""
+        xp = self.xp
+        lead = tuple(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+        T = math.prod(lead)
+        M, K = a.shape[-2:]
+        N = b.shape[-1]
+        if T * M * N == 0:
+            return xp.zeros(lead + (M, N), dtype=xp.float32)
+
+        def batch(x: Any, rows: int, cols: int) -> tuple[Any, int]:
+            if math.prod(x.shape[:-2]) == 1:  # one matrix for every batch
+                return xp.ascontiguousarray(x).reshape(rows, cols), 0
+            full = xp.broadcast_to(x, lead + (rows, cols))
+            return xp.ascontiguousarray(full).reshape(T, rows, cols), rows * cols
+
+        A, sa = batch(a, M, K)
+        B, sb = batch(b, K, N)
+        assert isinstance(self.kernels, ExactKernels)  # _fused_exact said so
+        return self.kernels.exact_gemm(A, B, T, sa, sb).reshape(lead + (M, N))
 
     def _batched(self, a: Any, b: Any, two_d: Any) -> Any:
         xp = self.xp
@@ -247,9 +291,22 @@ class DeviceBackend:
     # -- reductions ---------------------------------------------------------------------------
     def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         """Exactly rounded sums (order-free, BKD-RED-001); float64 sums in float64."""
-        if x.dtype == self.xp.float64:
-            return self.xp.sum(x, axis=axis, keepdims=keepdims)
-        return _cert.sum_f32(x, axis, keepdims, xp=self.xp)
+        xp = self.xp
+        if x.dtype == xp.float64:
+            return xp.sum(x, axis=axis, keepdims=keepdims)
+        axes = _cert.reduced_axes(x.ndim, axis)
+        if not axes or not self._fused_exact(x):  # (no axis reduced: x itself, -0 kept)
+            return _cert.sum_f32(x, axis, keepdims, xp=xp)
+        # the fused kernel sums rows: the reduced axes moved last and flattened
+        kept = [ax for ax in range(x.ndim) if ax not in axes]
+        moved = xp.moveaxis(x, axes, tuple(range(len(kept), x.ndim)))
+        rows = xp.ascontiguousarray(moved).reshape(
+            math.prod(x.shape[ax] for ax in kept), math.prod(x.shape[ax] for ax in axes))
+        assert isinstance(self.kernels, ExactKernels)  # _fused_exact said so
+        out = self.kernels.exact_rows(rows)
+        shape = [1 if ax in axes else x.shape[ax] for ax in range(x.ndim)] if keepdims \
+            else [x.shape[ax] for ax in kept]
+        return out.reshape(shape)
 
     def segment_sum(self, x: Any, starts: Any) -> Any:
         """Exactly rounded segment sums (``add.reduceat``, CuPy >= 12); float64 in float64."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .kernelsrc import HEADER, cuda_source, device_source, mma_source
+from .kernelsrc import HEADERS, cuda_source, device_source, mma_source
 
 __all__ = ["HostKernels", "host_compiler", "nvcc_compile"]
 
@@ -36,8 +36,9 @@ def host_compiler() -> str | None:
 
 
 def _build_host_library() -> Path:
-    header, harness = cuda_source(HEADER), cuda_source("host_harness.cpp")
-    digest = hashlib.sha256(f"{header}\0{harness}".encode()).hexdigest()[:16]
+    headers = {h: cuda_source(h) for h in HEADERS}
+    harness = cuda_source("host_harness.cpp")
+    digest = hashlib.sha256("\0".join([*headers.values(), harness]).encode()).hexdigest()[:16]
     target = _cache_dir() / f"ampref_host_kernels_{digest}.so"
     if target.exists():
         return target
@@ -53,7 +54,8 @@ def _build_host_library() -> Path:
     # the sources are package data: copy them next to the build so that the compiler
     # gets real files whatever form the installed package has
     with tempfile.TemporaryDirectory(dir=target.parent) as src:
-        (Path(src) / HEADER).write_text(header, encoding="utf-8")
+        for name, text in headers.items():
+            (Path(src) / name).write_text(text, encoding="utf-8")
         (Path(src) / "host_harness.cpp").write_text(harness, encoding="utf-8")
         cmd = [cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off",
                "-I", src, str(Path(src) / "host_harness.cpp"), "-o", tmp]
@@ -89,6 +91,8 @@ class HostKernels:
             "ampref_host_random_bits": [_P, _I64, _U32, _U32, _I64],
             "ampref_host_unscale_f32": [_P, _I64, _P],
             "ampref_host_scaler_update": [_P, _P, _P],
+            "ampref_host_exact_gemm_f32": [_P, _P, _P, _I64, _I64, _I64, _I64, _I64, _I64],
+            "ampref_host_exact_rows_f32": [_P, _P, _I64, _I64],
         }
         for fname, args in sigs.items():
             getattr(lib, fname).argtypes = args
@@ -127,6 +131,24 @@ class HostKernels:
     def unscale_(self, g: np.ndarray, row: np.ndarray) -> None:
         """Unscale float32 ``g`` in place; raise ``row``'s found flag on a non-finite."""
         self._lib.ampref_host_unscale_f32(self._ptr(g), g.size, self._ptr(row))
+
+    def exact_gemm(self, A: np.ndarray, B: np.ndarray, T: int, sa: int,
+                   sb: int) -> np.ndarray:
+        """float32 (T, M, N) = fl32(exact A @ B) of C-contiguous float32 operands holding
+        T (or, with a batch stride of 0, one) matrices (BKD-MM-005)."""
+        M, K = A.shape[-2:]
+        N = B.shape[-1]
+        out = np.empty((T, M, N), np.float32)
+        self._lib.ampref_host_exact_gemm_f32(self._ptr(A), self._ptr(B), self._ptr(out),
+                                             T, M, N, K, sa, sb)
+        return out
+
+    def exact_rows(self, x: np.ndarray) -> np.ndarray:
+        """float32 (R,) = fl32(exact sum) of each row of C-contiguous float32 (R, L)."""
+        R, L = x.shape
+        out = np.empty(R, np.float32)
+        self._lib.ampref_host_exact_rows_f32(self._ptr(x), self._ptr(out), R, L)
+        return out
 
     def erf(self, x: np.ndarray) -> np.ndarray:
         from scipy.special import erf

@@ -21,6 +21,7 @@ from ampref.kernels.srhash import keys, check_seed
 
 __all__ = [
     "ACTIONS",
+    "HEADERS",
     "TILE",
     "cuda_source",
     "device_source",
@@ -33,6 +34,9 @@ __all__ = [
 ]
 
 HEADER = "ampref_kernels.cuh"
+#: the headers of the device numerics, in include order (the exact dot product builds on
+#: the first one's types and bit casts)
+HEADERS = (HEADER, "exact_dot.cuh")
 
 
 def cuda_source(name: str) -> str:
@@ -64,8 +68,8 @@ ST_COUNT = 8
 
 
 def device_source() -> str:
-    """One NVRTC source: the shared header followed by the kernel entry points."""
-    return cuda_source(HEADER) + "\n" + cuda_source("kernels.cu")
+    """One NVRTC source: the shared headers followed by the kernel entry points."""
+    return "\n".join([*(cuda_source(h) for h in HEADERS), cuda_source("kernels.cu")])
 
 
 def mma_source() -> str:

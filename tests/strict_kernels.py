@@ -32,6 +32,12 @@ class StrictHostKernels:
     def unscale_(self, g: Any, row: Any) -> None:
         self.k.unscale_(g._a, row._a)
 
+    def exact_gemm(self, A: Any, B: Any, T: int, sa: int, sb: int) -> Any:
+        return strictxp.DeviceArray(self.k.exact_gemm(A._a, B._a, T, sa, sb))
+
+    def exact_rows(self, x: Any) -> Any:
+        return strictxp.DeviceArray(self.k.exact_rows(x._a))
+
     def erf(self, x: Any) -> Any:
         return strictxp.DeviceArray(self.k.erf(x._a))
 

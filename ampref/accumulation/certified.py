@@ -58,7 +58,7 @@ from .certify import (STATS, Stats, certify, column_norm_bounds, fits, gamma2, n
                       quantum_bound, range_factors, resolve, row_norm_bounds, tight_bound,
                       to_host)
 
-__all__ = ["STATS", "Stats", "matmul_f32", "segment_sum_f32", "sum_f32"]
+__all__ = ["STATS", "Stats", "matmul_f32", "reduced_axes", "segment_sum_f32", "sum_f32"]
 
 
 def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24,
@@ -91,7 +91,7 @@ def matmul_f32(a: npt.NDArray[Any], b: npt.NDArray[Any], precision: int = 24,
     out = xp.empty(lead + (M, N), dtype=xp.float32)
     # row tiles and batches of undecided elements: each float64 working array holds at
     # most 1/TILE_SHARE of the operands' and output's elements (or MIN_TILE), so the
-    # working memory stays a fixed multiple of operands + output (BKD-MM-004)
+    # working memory stays a fixed multiple of operands + output (ENG-MM-003)
     budget = max(MIN_TILE if xp is np else DEVICE_MIN_TILE,
                  math.prod(lead) * (M * K + K * N + M * N) // TILE_SHARE)
     rows = max(1, budget // max(1, math.prod(lead) * (N + K)))
@@ -209,7 +209,7 @@ def sum_f32(x: npt.NDArray[Any], axis: int | tuple[int, ...] | None = None,
     if xp is np and kernels.compiled() and np.asarray(x).dtype == np.float32:
         return _sum_compiled(np.asarray(x), axis, keepdims)
     x64 = xp.asarray(x, dtype=xp.float64)
-    axes = _axes(x64.ndim, axis)
+    axes = reduced_axes(x64.ndim, axis)
     n = math.prod(x64.shape[ax] for ax in axes) if axes else 1
     with np.errstate(over="ignore", invalid="ignore"):
         r = xp.sum(x64, axis=axes, keepdims=True)
@@ -232,7 +232,8 @@ def sum_f32(x: npt.NDArray[Any], axis: int | tuple[int, ...] | None = None,
     return xp.asarray(out, dtype=xp.float32)
 
 
-def _axes(ndim: int, axis: int | tuple[int, ...] | None) -> tuple[int, ...]:
+def reduced_axes(ndim: int, axis: int | tuple[int, ...] | None) -> tuple[int, ...]:
+    """The axes a sum over ``axis`` reduces, as non-negative ints (None: all of them)."""
     axes = tuple(range(ndim)) if axis is None else (
         (axis,) if isinstance(axis, int) else tuple(axis))
     return tuple(ax % ndim for ax in axes) if ndim else ()
@@ -245,7 +246,7 @@ def _sum_compiled(x: npt.NDArray[np.float32], axis: int | tuple[int, ...] | None
     certify_numba` on the rows."""
     from ampref.kernels import certify_numba
 
-    axes = _axes(x.ndim, axis)
+    axes = reduced_axes(x.ndim, axis)
     tail = tuple(range(x.ndim - len(axes), x.ndim))
     moved = np.moveaxis(x, axes, tail)
     kept = moved.shape[:x.ndim - len(axes)]

@@ -1,6 +1,7 @@
 // Host build of ampref_kernels.cuh for the tests (no GPU needed): the same element
 // functions as kernels.cu, run in plain loops, called from Python through ctypes.
 #include "ampref_kernels.cuh"
+#include "exact_dot.cuh"
 
 extern "C" {
 
@@ -45,6 +46,20 @@ void ampref_host_unscale_f32(float* g, ampref_i64 n, ampref_i64* st) {
 
 void ampref_host_scaler_update(ampref_i64* st, const double* cfg_d, const ampref_i64* cfg_i) {
     ampref_scaler_update_row(st, cfg_d, cfg_i);
+}
+
+void ampref_host_exact_gemm_f32(const float* A, const float* B, float* C, ampref_i64 T,
+                                ampref_i64 M, ampref_i64 N, ampref_i64 K, ampref_i64 sa,
+                                ampref_i64 sb) {
+    for (ampref_i64 o = 0; o < T * M * N; ++o) {
+        const ampref_i64 j = o % N, i = (o / N) % M, t = o / (M * N);
+        C[o] = ampref_exact_dot_f32(A + t * sa + i * K, 1, B + t * sb + j, N, K);
+    }
+}
+
+void ampref_host_exact_rows_f32(const float* X, float* out, ampref_i64 R, ampref_i64 L) {
+    const float one = 1.0f;
+    for (ampref_i64 r = 0; r < R; ++r) out[r] = ampref_exact_dot_f32(X + r * L, 1, &one, 0, L);
 }
 
 }  // extern "C"

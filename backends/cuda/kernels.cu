@@ -55,3 +55,23 @@ extern "C" __global__ void ampref_scaler_update_kernel(ampref_i64* st, const dou
                                                        const ampref_i64* cfg_i) {
     if (blockIdx.x == 0 && threadIdx.x == 0) ampref_scaler_update_row(st, cfg_d, cfg_i);
 }
+
+// Exact GEMM (BKD-MM-005): C[t, i, j] = fl32(exact sum_k A[t, i, k] B[t, k, j]) for
+// C-contiguous float32 (T, M, K) and (T, K, N); a batch stride of 0 broadcasts an operand.
+// One thread per output element (ampref_exact_dot_f32, exact_dot.cuh).
+extern "C" __global__ void ampref_exact_gemm_f32(const float* A, const float* B, float* C,
+                                                 ampref_i64 T, ampref_i64 M, ampref_i64 N,
+                                                 ampref_i64 K, ampref_i64 sa, ampref_i64 sb) {
+    AMPREF_GRID_LOOP(o, T * M * N) {
+        const ampref_i64 j = o % N, i = (o / N) % M, t = o / (M * N);
+        C[o] = ampref_exact_dot_f32(A + t * sa + i * K, 1, B + t * sb + j, N, K);
+    }
+}
+
+// Exact row sums (BKD-RED-001): out[r] = fl32(exact sum of X[r, :]) for C-contiguous
+// float32 (R, L): the dot product with a column of ones (stride 0), every product exact.
+extern "C" __global__ void ampref_exact_rows_f32(const float* X, float* out, ampref_i64 R,
+                                                 ampref_i64 L) {
+    const float one = 1.0f;
+    AMPREF_GRID_LOOP(r, R) out[r] = ampref_exact_dot_f32(X + r * L, 1, &one, 0, L);
+}
