@@ -200,10 +200,7 @@ class Run:
         else:
             loss_value, applied, injected, rec["ranks"] = self.parallel.step(ids, s, stats)
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        xp = self.model.parameters()[0].backend.xp
-        nz = sum(int(xp.count_nonzero(g)) for g in grads)
-        tiny = sum(int(xp.count_nonzero((g != 0) & (xp.abs(g) * scale_used < 2.0**-25)))
-                   for g in grads)
+        nz, tiny = self._grad_counts(grads, scale_used)
         rec.update(loss=loss_value, applied=bool(applied), injected=injected, removed=False,
                    scale_after=self.scale, seconds=time.perf_counter() - t0,
                    low_elements=sum(c[0] for c in stats.layers.values()),
@@ -225,6 +222,19 @@ class Run:
         self.state.step += 1
         self.state.history.append(rec)
         return rec
+
+    def _grad_counts(self, grads: list[Any], scale: float) -> tuple[int, int]:
+        """Nonzero gradient elements, and those below fp16's smallest subnormal once
+        scaled, counted where the gradients live and read in one transfer."""
+        if not grads:
+            return 0, 0
+        backend = self.model.parameters()[0].backend
+        xp = backend.xp
+        counts = backend.to_numpy(xp.stack(
+            [xp.asarray(c, dtype=xp.int64) for g in grads
+             for c in (xp.count_nonzero(g),
+                       xp.count_nonzero((g != 0) & (xp.abs(g) * scale < 2.0**-25)))]))
+        return int(counts[0::2].sum()), int(counts[1::2].sum())
 
     def _one_rank(self, ids: np.ndarray, s: int, stats: StepStats) -> tuple[float, bool, bool]:
         """Forward, scaled backward, planted fault, and the (scaler's) step on one rank:

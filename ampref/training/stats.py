@@ -28,19 +28,40 @@ def log2_hist(values: np.ndarray) -> list[int]:
 
 
 class StepStats:
-    """Per-layer counts of gradient elements rounded into a low format during backward."""
+    """Per-layer counts of gradient elements rounded into a low format during backward.
+
+    On a device the counts stay there while backward runs (each would otherwise be a host
+    synchronisation per rounded gradient); reading :attr:`layers` brings all of them
+    over in one transfer."""
 
     def __init__(self) -> None:
-        self.layers: dict[str, list[int]] = {}  # name -> [elements, underflow, overflow]
+        self._layers: dict[str, list[int]] = {}  # name -> [elements, underflow, overflow]
+        self._pending: list[tuple[str, Any, Any]] = []
+        self._backend: Any = None
         self.raw_grads: dict[str, list[np.ndarray]] = {}
         self.keep_raw = False
 
     def __call__(self, t: Tensor, raw: Any, rounded: Any) -> None:
         name = t.name or "other intermediates"
         xp = t.backend.xp  # counted where the gradients live; only the counts travel
-        c = self.layers.setdefault(name, [0, 0, 0])
-        c[0] += raw.size
-        c[1] += int(xp.count_nonzero((raw != 0) & xp.isfinite(raw) & (rounded == 0)))
-        c[2] += int(xp.count_nonzero(xp.isfinite(raw) & ~xp.isfinite(rounded)))
+        self._layers.setdefault(name, [0, 0, 0])[0] += raw.size
+        finite = xp.isfinite(raw)
+        self._pending.append((name, xp.count_nonzero((raw != 0) & finite & (rounded == 0)),
+                              xp.count_nonzero(finite & ~xp.isfinite(rounded))))
+        self._backend = t.backend
         if self.keep_raw:
             self.raw_grads.setdefault(name, []).append(t.backend.to_numpy(raw).reshape(-1))
+
+    @property
+    def layers(self) -> dict[str, list[int]]:
+        """name -> [elements, underflow, overflow], with every pending count read."""
+        if self._pending:
+            xp = self._backend.xp
+            counts = self._backend.to_numpy(xp.stack(
+                [xp.asarray(c, dtype=xp.int64) for _, u, o in self._pending for c in (u, o)]))
+            for k, (name, _, _) in enumerate(self._pending):
+                c = self._layers[name]
+                c[1] += int(counts[2 * k])
+                c[2] += int(counts[2 * k + 1])
+            self._pending.clear()
+        return self._layers
