@@ -78,9 +78,13 @@ class CudaKernels:
         self._launch("ampref_unscale_f32_kernel", g.size, (g, np.int64(g.size), row))
 
     def exact_gemm(self, A: Any, B: Any, T: int, sa: int, sb: int) -> Any:
-        """float32 (T, M, N) = fl32(exact A @ B), C-contiguous float32 operands holding T
-        matrices each, or one with a batch stride of 0 (BKD-MM-005): one launch."""
+        """float32 (T, M, N) = fl32(exact A @ B) of C-contiguous float64 operands holding
+        float32 values, T matrices each or one with a batch stride of 0 (BKD-MM-005):
+        one launch."""
         cp = self.cp
+        if A.dtype != cp.float64 or B.dtype != cp.float64:
+            raise ValueError(f"exact_gemm takes float64 operands holding float32 values, got "
+                             f"{A.dtype} and {B.dtype}")
         M, K = A.shape[-2:]
         N = B.shape[-1]
         out = cp.empty((T, M, N), dtype=cp.float32)
@@ -90,7 +94,11 @@ class CudaKernels:
         return out
 
     def exact_rows(self, x: Any) -> Any:
-        """float32 (R,) = fl32(exact sum) of each row of C-contiguous float32 (R, L)."""
+        """float32 (R,) = fl32(exact sum) of each row of C-contiguous float64 (R, L)
+        holding float32 values."""
+        if x.dtype != self.cp.float64:
+            raise ValueError(f"exact_rows takes float64 rows holding float32 values, got "
+                             f"{x.dtype}")
         R, L = x.shape
         out = self.cp.empty(R, dtype=self.cp.float32)
         self._launch("ampref_exact_rows_f32", R, (x, out, np.int64(R), np.int64(L)))

@@ -64,11 +64,21 @@ from .kernelsrc import (
     stochastic_keys,
 )
 
-__all__ = ["MMA_GPUS", "DeviceBackend", "ExactKernels", "KernelSet", "TensorCoreKernels"]
+__all__ = ["FUSED_EXACT_LIMITS", "MMA_GPUS", "DeviceBackend", "ExactKernels", "KernelSet",
+           "TensorCoreKernels"]
 
 #: tensor-core models the chain kernel reproduces (the Hopper parts this backend targets)
 MMA_GPUS = ("h100", "h200")
 _MMA_FORMATS = ("float16", "bfloat16")
+
+
+#: where the fused exact kernels (one thread per output element, BKD-MM-005) stop and
+#: the specification's phases (float64 cuBLAS GEMM + certification, about a hundred
+#: launches) take over: products per GEMM, and elements per summed row. Below them the
+#: launches dominate (a training step's GEMMs are 10^4..10^7 products); above, one
+#: thread's serial float64 loop would lose to cuBLAS's DGEMM. Estimates, not measured
+#: on a GPU yet: benchmarks/bench_device.py times both paths across the crossover.
+FUSED_EXACT_LIMITS = {"gemm": 1 << 24, "sum": 1 << 12}
 
 
 class KernelSet(Protocol):
@@ -198,7 +208,9 @@ class DeviceBackend:
         fin = get_format(input_format) if input_format is not None else get_format("float32")
         model = resolve(accumulation)  # the registry: one parse of every name
         if model.kernel == "exact":
-            if self._fused_exact(a, b):
+            lead = np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+            products = math.prod(lead) * math.prod(a.shape[-2:]) * b.shape[-1]
+            if self._fused_exact("gemm", products, a, b):
                 return self._exact_gemm(a, b)
             return _cert.matmul_f32(a, b, fin.precision_bits, xp=xp)
         if model.kernel == "cublas":
@@ -216,16 +228,19 @@ class DeviceBackend:
         host = REF.matmul(self.to_numpy(a), self.to_numpy(b), accumulation, input_format)
         return xp.asarray(host)
 
-    def _fused_exact(self, *arrays: Any) -> bool:
+    def _fused_exact(self, kind: str, work: int, *arrays: Any) -> bool:
         """The fused exact kernels serve float32 operands while the kernel switch says
-        ``compiled`` (the default); ``numpy`` runs the specification's phases on the
-        device arrays instead (:mod:`ampref.kernels.switch`)."""
+        ``compiled`` (the default) and the work per launch is small enough; ``numpy``
+        runs the specification's phases on the device arrays instead
+        (:mod:`ampref.kernels.switch`). ``work``: products (``kind`` "gemm") or row
+        length ("sum"), compared with :data:`FUSED_EXACT_LIMITS`."""
         return (isinstance(self.kernels, ExactKernels) and compiled_kernels()
-                and all(x.dtype == self.xp.float32 for x in arrays))
+                and all(x.dtype == self.xp.float32 for x in arrays)
+                and work <= FUSED_EXACT_LIMITS[kind])
 
     def _exact_gemm(self, a: Any, b: Any) -> Any:
-        """fl32(exact a @ b) in one launch: operands made C-contiguous (T, M, K) and
-        (T, K, N); an operand without batch dimensions gets a batch stride of 0."""
+        """fl32(exact a @ b) in one launch: operands made C-contiguous float64 (T, M, K)
+        and (T, K, N); an operand without batch dimensions gets a batch stride of 0."""
         xp = self.xp
         lead = tuple(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
         T = math.prod(lead)
@@ -235,10 +250,13 @@ class DeviceBackend:
             return xp.zeros(lead + (M, N), dtype=xp.float32)
 
         def batch(x: Any, rows: int, cols: int) -> tuple[Any, int]:
+            # widened once here: the kernel would otherwise convert each operand element
+            # once per product it enters
             if math.prod(x.shape[:-2]) == 1:  # one matrix for every batch
-                return xp.ascontiguousarray(x).reshape(rows, cols), 0
+                return xp.ascontiguousarray(x, dtype=xp.float64).reshape(rows, cols), 0
             full = xp.broadcast_to(x, lead + (rows, cols))
-            return xp.ascontiguousarray(full).reshape(T, rows, cols), rows * cols
+            return (xp.ascontiguousarray(full, dtype=xp.float64).reshape(T, rows, cols),
+                    rows * cols)
 
         A, sa = batch(a, M, K)
         B, sb = batch(b, K, N)
@@ -295,12 +313,13 @@ class DeviceBackend:
         if x.dtype == xp.float64:
             return xp.sum(x, axis=axis, keepdims=keepdims)
         axes = _cert.reduced_axes(x.ndim, axis)
-        if not axes or not self._fused_exact(x):  # (no axis reduced: x itself, -0 kept)
+        length = math.prod(x.shape[ax] for ax in axes)
+        if not axes or not self._fused_exact("sum", length, x):  # (no axis reduced: x, -0 kept)
             return _cert.sum_f32(x, axis, keepdims, xp=xp)
         # the fused kernel sums rows: the reduced axes moved last and flattened
         kept = [ax for ax in range(x.ndim) if ax not in axes]
         moved = xp.moveaxis(x, axes, tuple(range(len(kept), x.ndim)))
-        rows = xp.ascontiguousarray(moved).reshape(
+        rows = xp.ascontiguousarray(moved, dtype=xp.float64).reshape(
             math.prod(x.shape[ax] for ax in kept), math.prod(x.shape[ax] for ax in axes))
         assert isinstance(self.kernels, ExactKernels)  # _fused_exact said so
         out = self.kernels.exact_rows(rows)

@@ -134,8 +134,9 @@ class HostKernels:
 
     def exact_gemm(self, A: np.ndarray, B: np.ndarray, T: int, sa: int,
                    sb: int) -> np.ndarray:
-        """float32 (T, M, N) = fl32(exact A @ B) of C-contiguous float32 operands holding
-        T (or, with a batch stride of 0, one) matrices (BKD-MM-005)."""
+        """float32 (T, M, N) = fl32(exact A @ B) of C-contiguous float64 operands holding
+        float32 values, T matrices each (or one, with a batch stride of 0) (BKD-MM-005)."""
+        _check_wide(A, B)
         M, K = A.shape[-2:]
         N = B.shape[-1]
         out = np.empty((T, M, N), np.float32)
@@ -144,7 +145,9 @@ class HostKernels:
         return out
 
     def exact_rows(self, x: np.ndarray) -> np.ndarray:
-        """float32 (R,) = fl32(exact sum) of each row of C-contiguous float32 (R, L)."""
+        """float32 (R,) = fl32(exact sum) of each row of C-contiguous float64 (R, L)
+        holding float32 values."""
+        _check_wide(x)
         R, L = x.shape
         out = np.empty(R, np.float32)
         self._lib.ampref_host_exact_rows_f32(self._ptr(x), self._ptr(out), R, L)
@@ -157,6 +160,15 @@ class HostKernels:
 
     def scaler_update(self, row: np.ndarray, cfg_d: np.ndarray, cfg_i: np.ndarray) -> None:
         self._lib.ampref_host_scaler_update(self._ptr(row), self._ptr(cfg_d), self._ptr(cfg_i))
+
+
+def _check_wide(*arrays: np.ndarray) -> None:
+    """The exact kernels read float64 (the widened float32 values): anything else would
+    be read as the wrong bits."""
+    for a in arrays:
+        if a.dtype != np.float64:
+            raise ValueError(f"the exact kernels take float64 arrays holding float32 values, "
+                             f"got {a.dtype}")
 
 
 def nvcc_compile(source_name: str, arch: str = "sm_90") -> subprocess.CompletedProcess[str]:

@@ -10,13 +10,18 @@ per element, not GPU speed.
 Device part (CuPy and a CUDA device; skipped otherwise): the quantize kernel next to
 CuPy's float16 ``astype``; fp16 matmul via cublasGemmEx and via the tensor-core chain
 kernel next to ``cupy.matmul`` on float16, and the exact (certified) float32 matmul next
-to ``cupy.matmul`` on float32. GPU times include a device synchronisation.
+to ``cupy.matmul`` on float32; then the fused exact kernel against the specification's
+phases from small to large GEMMs and sums (where ``FUSED_EXACT_LIMITS`` should lie). GPU
+times include a device synchronisation.
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 from _timing import best_time
@@ -88,6 +93,50 @@ def device_part(n: int, repeat: int) -> None:
               f"| chain kernel {flop / t_mma / 1e12:.2f} ({t_ref / t_mma:.3f}x) "
               f"| cupy fp32 {flop / t_f32 / 1e12:.1f} "
               f"| exact {flop / t_exact / 1e12:.2f} ({t_f32 / t_exact:.3f}x fp32)")
+    exact_crossover(be, timed)
+
+
+def exact_crossover(be: Any, timed: Any) -> None:
+    """The fused exact kernel (BKD-MM-005) against the specification's phases on the
+    device, GEMMs of 2^12..2^30 products and row sums, so that FUSED_EXACT_LIMITS can be
+    set from a measurement (the same bits either way)."""
+    import cupy as cp
+
+    from ampref.backends.device import FUSED_EXACT_LIMITS
+
+    print(f"\nexact: fused kernel vs the specification's phases (limits now "
+          f"{FUSED_EXACT_LIMITS})")
+    for M, K, N in ((16, 16, 16), (64, 64, 64), (512, 64, 256), (512, 256, 64),
+                    (1024, 256, 1024), (1024, 1024, 1024)):
+        a = be.quantize(cp.asarray(np.random.default_rng(1).standard_normal((M, K))
+                                   .astype(np.float32)), "fp16")
+        b = be.quantize(cp.asarray(np.random.default_rng(2).standard_normal((K, N))
+                                   .astype(np.float32)), "fp16")
+        with ampref.use_kernels("compiled"), _limits(FUSED_EXACT_LIMITS, gemm=1 << 62):
+            t_fused = timed(lambda: be.matmul(a, b))
+        with ampref.use_kernels("numpy"):
+            t_spec = timed(lambda: be.matmul(a, b))
+        print(f"  gemm {M}x{K}x{N} ({M * K * N:.1e} products): fused {t_fused * 1e3:.3f} ms, "
+              f"phases {t_spec * 1e3:.3f} ms, fused/phases time {t_fused / t_spec:.2f}")
+    for R, L in ((64, 512), (256, 4096), (16, 65536)):
+        x = be.quantize(cp.asarray(np.random.default_rng(3).standard_normal((R, L))
+                                   .astype(np.float32)), "fp16")
+        with ampref.use_kernels("compiled"), _limits(FUSED_EXACT_LIMITS, sum=1 << 62):
+            t_fused = timed(lambda: be.sum(x, 1))
+        with ampref.use_kernels("numpy"):
+            t_spec = timed(lambda: be.sum(x, 1))
+        print(f"  sum {R} rows x {L}: fused {t_fused * 1e3:.3f} ms, phases "
+              f"{t_spec * 1e3:.3f} ms, fused/phases time {t_fused / t_spec:.2f}")
+
+
+@contextmanager
+def _limits(limits: dict[str, int], **override: int) -> Iterator[None]:
+    saved = dict(limits)
+    limits.update(override)
+    try:
+        yield
+    finally:
+        limits.update(saved)
 
 
 def main() -> None:

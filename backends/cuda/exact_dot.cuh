@@ -126,14 +126,16 @@ AMPREF_HD int ampref_lsb_exponent(double p) {
     return E - 1075 + ampref_ctz64((bits & 0xFFFFFFFFFFFFFULL) | (1ULL << 52));
 }
 
-// fl32(exact sum_k a[k*sa] * b[k*sb]) for float32 values (phases in the header comment).
-AMPREF_HD float ampref_exact_dot_f32(const float* a, ampref_i64 sa, const float* b,
+// fl32(exact sum_k a[k*sa] * b[k*sb]) for float32 values held in float64 (widened once
+// per operand element by the caller, not once per product: conversions are a slow
+// pipe on GPUs) (phases in the header comment).
+AMPREF_HD float ampref_exact_dot_f32(const double* a, ampref_i64 sa, const double* b,
                                      ampref_i64 sb, ampref_i64 K) {
     // phase 1: approximate, with the magnitude sum and the products' lowest bit
     double r = 0.0, s = 0.0;
     int q = 2000;  // above every product's lowest bit
     for (ampref_i64 k = 0; k < K; ++k) {
-        const double p = (double)a[k * sa] * (double)b[k * sb];
+        const double p = a[k * sa] * b[k * sb];
         r += p;
         s += p < 0.0 ? -p : p;
         if (p != 0.0 && p - p == 0.0) {
@@ -156,7 +158,7 @@ AMPREF_HD float ampref_exact_dot_f32(const float* a, ampref_i64 sa, const float*
     ampref_i64 acc[AMPREF_ACC_LIMBS];
     for (int i = 0; i < AMPREF_ACC_LIMBS; ++i) acc[i] = 0;
     for (ampref_i64 k = 0; k < K; ++k) {
-        const double p = (double)a[k * sa] * (double)b[k * sb];
+        const double p = a[k * sa] * b[k * sb];
         if (p != 0.0) ampref_acc_add(acc, p);
     }
     return ampref_acc_round(acc);

@@ -48,7 +48,7 @@ void ampref_host_scaler_update(ampref_i64* st, const double* cfg_d, const ampref
     ampref_scaler_update_row(st, cfg_d, cfg_i);
 }
 
-void ampref_host_exact_gemm_f32(const float* A, const float* B, float* C, ampref_i64 T,
+void ampref_host_exact_gemm_f32(const double* A, const double* B, float* C, ampref_i64 T,
                                 ampref_i64 M, ampref_i64 N, ampref_i64 K, ampref_i64 sa,
                                 ampref_i64 sb) {
     for (ampref_i64 o = 0; o < T * M * N; ++o) {
@@ -57,8 +57,8 @@ void ampref_host_exact_gemm_f32(const float* A, const float* B, float* C, ampref
     }
 }
 
-void ampref_host_exact_rows_f32(const float* X, float* out, ampref_i64 R, ampref_i64 L) {
-    const float one = 1.0f;
+void ampref_host_exact_rows_f32(const double* X, float* out, ampref_i64 R, ampref_i64 L) {
+    const double one = 1.0;
     for (ampref_i64 r = 0; r < R; ++r) out[r] = ampref_exact_dot_f32(X + r * L, 1, &one, 0, L);
 }
 

@@ -57,9 +57,10 @@ extern "C" __global__ void ampref_scaler_update_kernel(ampref_i64* st, const dou
 }
 
 // Exact GEMM (BKD-MM-005): C[t, i, j] = fl32(exact sum_k A[t, i, k] B[t, k, j]) for
-// C-contiguous float32 (T, M, K) and (T, K, N); a batch stride of 0 broadcasts an operand.
+// C-contiguous (T, M, K) and (T, K, N) float32 values widened to float64; a batch stride
+// of 0 broadcasts an operand.
 // One thread per output element (ampref_exact_dot_f32, exact_dot.cuh).
-extern "C" __global__ void ampref_exact_gemm_f32(const float* A, const float* B, float* C,
+extern "C" __global__ void ampref_exact_gemm_f32(const double* A, const double* B, float* C,
                                                  ampref_i64 T, ampref_i64 M, ampref_i64 N,
                                                  ampref_i64 K, ampref_i64 sa, ampref_i64 sb) {
     AMPREF_GRID_LOOP(o, T * M * N) {
@@ -69,9 +70,10 @@ extern "C" __global__ void ampref_exact_gemm_f32(const float* A, const float* B,
 }
 
 // Exact row sums (BKD-RED-001): out[r] = fl32(exact sum of X[r, :]) for C-contiguous
-// float32 (R, L): the dot product with a column of ones (stride 0), every product exact.
-extern "C" __global__ void ampref_exact_rows_f32(const float* X, float* out, ampref_i64 R,
+// (R, L) float32 values widened to float64: the dot product with a column of ones
+// (stride 0), every product exact.
+extern "C" __global__ void ampref_exact_rows_f32(const double* X, float* out, ampref_i64 R,
                                                  ampref_i64 L) {
-    const float one = 1.0f;
+    const double one = 1.0;
     AMPREF_GRID_LOOP(r, R) out[r] = ampref_exact_dot_f32(X + r * L, 1, &one, 0, L);
 }

@@ -236,3 +236,33 @@ def test_the_kernel_switch_selects_the_specifications_phases_on_the_device(
         device.sum(strictxp.asarray(a), 1)
     with ampref.use_kernels("compiled"), pytest.raises(RuntimeError, match="fused"):
         _gemm(device, a, b)
+
+
+@pytest.mark.clause("BKD-MM-005")
+def test_work_above_the_fused_limits_runs_the_specifications_phases(
+        device: DeviceBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs: a 4 x 20 @ 20 x 2 GEMM (160 products) and sums of rows of 20, with the
+    limits set to 159 products and rows of 19, the fused kernels made to fail. Expected:
+    both computed by the specification's phases (no fused call), equal to
+    ``certified``'s results; at limits of 160 and 20 the fused kernel is called. Pass:
+    bitwise equal, and the failure raised only at the higher limits."""
+    from ampref.backends import device as device_module
+
+    a, b = _data(5, (4, 20), "ints"), _data(6, (20, 2), "ints")
+
+    def boom(*args: Any) -> Any:
+        raise RuntimeError("fused kernel called")
+    monkeypatch.setattr(device.kernels, "exact_gemm", boom)
+    monkeypatch.setattr(device.kernels, "exact_rows", boom)
+    monkeypatch.setitem(device_module.FUSED_EXACT_LIMITS, "gemm", 159)
+    monkeypatch.setitem(device_module.FUSED_EXACT_LIMITS, "sum", 19)
+    with ampref.use_kernels("compiled"):
+        assert _bits(_gemm(device, a, b)).tolist() == _bits(certified.matmul_f32(a, b)).tolist()
+        got = np.asarray(device.to_numpy(device.sum(strictxp.asarray(a), 1)))
+        assert _bits(got).tolist() == _bits(certified.sum_f32(a, 1)).tolist()
+        monkeypatch.setitem(device_module.FUSED_EXACT_LIMITS, "gemm", 160)
+        with pytest.raises(RuntimeError, match="fused"):
+            _gemm(device, a, b)
+        monkeypatch.setitem(device_module.FUSED_EXACT_LIMITS, "sum", 20)
+        with pytest.raises(RuntimeError, match="fused"):
+            device.sum(strictxp.asarray(a), 1)
