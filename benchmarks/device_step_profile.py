@@ -1,0 +1,134 @@
+"""What one training step asks of a GPU: array operations (each a kernel launch and a
+CuPy dispatch on a device) and host synchronisations, counted without a GPU.
+
+Usage: python benchmarks/device_step_profile.py [--modes fp32 amp-fp16 amp-bf16] [--top 8]
+
+The device backend runs on the strict CuPy stand-in (tests/strictxp.py) with the host
+build of the kernels; every array an operation returns counts as one launch, every
+scalar conversion or ``asnumpy`` as one synchronisation. The third step of the default
+model is counted (the first two warm caches), once with the fused exact kernels (kernel
+switch ``compiled``, BKD-MM-005) and once with the specification's phases (``numpy``),
+side by side. Launch counts bound what a small model costs on a GPU (each costs several
+microseconds of CPU time however small), and each synchronisation stops the CPU from
+queueing work ahead of the GPU; neither is a GPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import traceback
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import strictxp  # noqa: E402
+from strict_kernels import StrictHostKernels  # noqa: E402
+
+import ampref  # noqa: E402
+from ampref import backends  # noqa: E402
+from ampref.backends import hostbuild  # noqa: E402
+from ampref.backends.device import DeviceBackend  # noqa: E402
+
+
+class Tally:
+    """Launches and synchronisations by the first ampref frame that asked for them."""
+
+    def __init__(self) -> None:
+        self.launches: Counter[str] = Counter()
+        self.syncs: Counter[str] = Counter()
+
+    @staticmethod
+    def site() -> str:
+        for fr in reversed(traceback.extract_stack()[:-3]):
+            path = fr.filename.replace("\\", "/")
+            if "/ampref/" in path or "/backends/" in path:
+                tail = path.split("/ampref/")[-1] if "/ampref/" in path else path.split("/")[-1]
+                return f"{tail}:{fr.lineno} {fr.name}"
+        return "?"
+
+
+@contextmanager
+def counting(tally: Tally) -> Iterator[None]:
+    """Count on strictxp while the block runs (its functions patched, then restored)."""
+    wrap, asnumpy = strictxp._wrap, strictxp.asnumpy
+    convs = {n: getattr(strictxp.DeviceArray, n) for n in ("__float__", "__int__", "__bool__")}
+
+    def counted_wrap(v: Any) -> Any:
+        out = wrap(v)
+        if isinstance(out, strictxp.DeviceArray):
+            tally.launches[Tally.site()] += 1
+        return out
+
+    def counted_asnumpy(x: Any) -> Any:
+        tally.syncs[Tally.site()] += 1
+        return asnumpy(x)
+
+    def conv(name: str) -> Any:
+        def f(self: Any) -> Any:
+            tally.syncs[Tally.site()] += 1
+            return convs[name](self)
+        return f
+
+    strictxp._wrap, strictxp.asnumpy = counted_wrap, counted_asnumpy
+    for n in convs:
+        setattr(strictxp.DeviceArray, n, conv(n))
+    try:
+        yield
+    finally:
+        strictxp._wrap, strictxp.asnumpy = wrap, asnumpy
+        for n, f in convs.items():
+            setattr(strictxp.DeviceArray, n, f)
+
+
+def profile(mode: str, kernels: str) -> Tally:
+    from ampref.training.config import TrainConfig
+    from ampref.training.corpus import Corpus, load_corpus
+    from ampref.training.run import Run
+
+    tally = Tally()
+    with ampref.use_kernels(kernels):
+        # steps=10: the counted third step is not the last, which also keeps histograms
+        cfg = TrainConfig(precision=mode, steps=10, backend="cupy-host")
+        run = Run(cfg, Corpus(load_corpus(None), cfg.context))
+        run.step()
+        run.step()
+        with counting(tally):
+            run.step()
+    return tally
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--modes", nargs="+", default=["fp32", "amp-fp16", "amp-bf16"])
+    ap.add_argument("--top", type=int, default=8)
+    args = ap.parse_args()
+    backends.register("cupy-host", DeviceBackend(
+        strictxp, StrictHostKernels(hostbuild.HostKernels()), "cupy-host"))
+    print(f"device backend on the strict stand-in, default model, one step; "
+          f"{platform.machine()}, Python {platform.python_version()}")
+    print(f"{'mode':<10}{'fused: launches':>17}{'syncs':>7}{'phases: launches':>18}"
+          f"{'syncs':>7}{'launch ratio':>14}")
+    fused = {}
+    for mode in args.modes:
+        fused[mode] = f = profile(mode, "compiled")
+        p = profile(mode, "numpy")
+        fl, fs = sum(f.launches.values()), sum(f.syncs.values())
+        pl, ps = sum(p.launches.values()), sum(p.syncs.values())
+        print(f"{mode:<10}{fl:>17}{fs:>7}{pl:>18}{ps:>7}{pl / fl:>14.2f}")
+    for mode, f in fused.items():
+        print(f"\n{mode}, fused, the most launches by call site:")
+        for site, n in f.launches.most_common(args.top):
+            print(f"  {n:>5}  {site}")
+        print(f"{mode}, fused, synchronisations by call site:")
+        for site, n in f.syncs.most_common(args.top):
+            print(f"  {n:>5}  {site}")
+
+
+if __name__ == "__main__":
+    main()
