@@ -266,3 +266,41 @@ def test_work_above_the_fused_limits_runs_the_specifications_phases(
         monkeypatch.setitem(device_module.FUSED_EXACT_LIMITS, "sum", 20)
         with pytest.raises(RuntimeError, match="fused"):
             device.sum(strictxp.asarray(a), 1)
+
+
+# -------------------------------------------------------------------------- on a GPU
+def _cupy_backend() -> Any:
+    pytest.importorskip("cupy")
+    from ampref import backends
+
+    if not backends.available("cupy"):
+        pytest.skip("no CUDA device")
+    return backends.get("cupy")
+
+
+@pytest.mark.clause("BKD-MM-005", "BKD-RED-001")
+def test_gpu_fused_exact_kernels_equal_the_oracle_and_the_reference() -> None:
+    """Inputs (GPU only): the HARD cases with both signs; random (3, 33, 70) @ (70, 5)
+    and (33, 70) @ (3, 70, 5) operands of every kind; row sums over each axis of a
+    (4, 33, 3) array. Expected: the rational oracle's fl32 (HARD), the NumPy
+    reference's bits (the rest). Pass: bitwise equal."""
+    be = _cupy_backend()
+    with ampref.use_kernels("compiled"):
+        for case in sorted(HARD):
+            row, col = HARD[case]
+            for sign in (1.0, -1.0):
+                a = np.array([row], np.float32) * np.float32(sign)
+                b = np.array([col], np.float32).T
+                got = np.asarray(be.to_numpy(be.matmul(be.asarray(a), be.asarray(b))))
+                _check_against_oracle(got, a, b)
+        for seed, kind in enumerate(KINDS):
+            for sa, sb in (((3, 33, 70), (70, 5)), ((33, 70), (3, 70, 5))):
+                a, b = _data(seed, sa, kind), _data(seed + 50, sb, kind)
+                got = np.asarray(be.to_numpy(be.matmul(be.asarray(a), be.asarray(b))))
+                assert _bits(got).tolist() == _bits(certified.matmul_f32(a, b)).tolist(), \
+                    f"GPU exact GEMM {kind} {sa} @ {sb}"
+            x = _data(seed, (4, 33, 3), kind)
+            for axis in (None, 0, 1, (0, 2)):
+                got = np.asarray(be.to_numpy(be.sum(be.asarray(x), axis)))
+                assert _bits(got).tolist() == _bits(certified.sum_f32(x, axis)).tolist(), \
+                    f"GPU exact sum {kind} axis={axis}"
