@@ -104,6 +104,22 @@ class CudaKernels:
         self._launch("ampref_exact_rows_f32", R, (x, out, np.int64(R), np.int64(L)))
         return out
 
+    def adam(self, w: Any, g: Any, m: Any, v: Any, k: np.ndarray, decoupled: bool,
+             decay: bool) -> tuple[Any, ...]:
+        """(new w, m, v) of the Adam/AdamW update in one launch: C-contiguous arrays of one
+        dtype (float32 or float64), ``k`` the nine constants in it (BKD-OPT-001)."""
+        cp = self.cp
+        dtypes = {a.dtype for a in (w, g, m, v, k)}
+        if len(dtypes) != 1 or w.dtype not in (cp.float32, cp.float64) or k.size != 9:
+            raise ValueError(f"adam takes w, g, m, v and nine constants of one dtype, float32 "
+                             f"or float64; got {sorted(str(d) for d in dtypes)}, {k.size} "
+                             f"constants")
+        out, m_out, v_out = (cp.empty_like(w) for _ in range(3))
+        fname = "ampref_adam_f32" if w.dtype == cp.float32 else "ampref_adam_f64"
+        self._launch(fname, w.size, (w, g, m, v, out, m_out, v_out, np.int64(w.size),
+                                     self._on_device(k), np.int32(decoupled), np.int32(decay)))
+        return out, m_out, v_out
+
     def erf(self, x: Any) -> Any:
         from cupyx.scipy.special import erf
 

@@ -65,7 +65,7 @@ from .kernelsrc import (
 )
 
 __all__ = ["FUSED_EXACT_LIMITS", "MMA_GPUS", "DeviceBackend", "ExactKernels", "KernelSet",
-           "TensorCoreKernels"]
+           "OptimKernels", "TensorCoreKernels"]
 
 #: tensor-core models the chain kernel reproduces (the Hopper parts this backend targets)
 MMA_GPUS = ("h100", "h200")
@@ -109,6 +109,14 @@ class ExactKernels(Protocol):
     def exact_gemm(self, A: Any, B: Any, T: int, sa: int, sb: int) -> Any: ...
 
     def exact_rows(self, x: Any) -> Any: ...
+
+
+@runtime_checkable
+class OptimKernels(Protocol):
+    """A kernel set with the fused Adam/AdamW update (BKD-OPT-001)."""
+
+    def adam(self, w: Any, g: Any, m: Any, v: Any, k: np.ndarray, decoupled: bool,
+             decay: bool) -> tuple[Any, ...]: ...
 
 
 @runtime_checkable
@@ -301,6 +309,23 @@ class DeviceBackend:
             raise ValueError(f"accumulation='cublas' needs cuBLAS: the {self.kernels.name!r} "
                              "kernel set has none")
         return self.kernels.gemm_ex(self.encode16(a, fmt), self.encode16(b, fmt), fmt.name)
+
+    def adam_update(self, w: Any, g: Any, m: Any, v: Any, constants: tuple[Any, ...], *,
+                    decoupled: bool, decay: bool) -> tuple[Any, Any, Any] | None:
+        """(new w, m, v) of one Adam/AdamW step in one launch (BKD-OPT-001), or None where
+        the kernel set has no such kernel, the kernel switch says ``numpy`` or the arrays'
+        dtypes differ (the caller then runs the specification's operations).
+        ``constants``: the nine of ``ampref.kernels.optim_numba.adam_update``, in the
+        parameter's dtype."""
+        xp = self.xp
+        if (not isinstance(self.kernels, OptimKernels) or not compiled_kernels()
+                or w.dtype not in (xp.float32, xp.float64)
+                or any(a.dtype != w.dtype for a in (g, m, v))):
+            return None
+        k = np.array(constants, dtype=np.dtype(w.dtype.name))
+        w1, g1, m1, v1 = (xp.ascontiguousarray(a).reshape(-1) for a in (w, g, m, v))
+        new, m_new, v_new = self.kernels.adam(w1, g1, m1, v1, k, decoupled, decay)
+        return new.reshape(w.shape), m_new.reshape(w.shape), v_new.reshape(w.shape)
 
     def erf(self, x: Any) -> Any:
         """erf of a float64 device array, by the kernel set (cupyx on a GPU)."""

@@ -93,6 +93,8 @@ class HostKernels:
             "ampref_host_scaler_update": [_P, _P, _P],
             "ampref_host_exact_gemm_f32": [_P, _P, _P, _I64, _I64, _I64, _I64, _I64, _I64],
             "ampref_host_exact_rows_f32": [_P, _P, _I64, _I64],
+            "ampref_host_adam_f32": [_P] * 7 + [_I64, _P, _INT, _INT],
+            "ampref_host_adam_f64": [_P] * 7 + [_I64, _P, _INT, _INT],
         }
         for fname, args in sigs.items():
             getattr(lib, fname).argtypes = args
@@ -152,6 +154,22 @@ class HostKernels:
         out = np.empty(R, np.float32)
         self._lib.ampref_host_exact_rows_f32(self._ptr(x), self._ptr(out), R, L)
         return out
+
+    def adam(self, w: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray,
+             k: np.ndarray, decoupled: bool, decay: bool) -> tuple[np.ndarray, ...]:
+        """(new w, m, v) of the Adam/AdamW update, all arrays C-contiguous in one dtype
+        (float32 or float64), ``k`` the nine constants in that dtype (BKD-OPT-001)."""
+        dtypes = {a.dtype for a in (w, g, m, v, k)}
+        if len(dtypes) != 1 or w.dtype not in (np.float32, np.float64) or k.size != 9:
+            raise ValueError(f"adam takes w, g, m, v and nine constants of one dtype, float32 "
+                             f"or float64; got {sorted(str(d) for d in dtypes)}, {k.size} "
+                             f"constants")
+        out, m_out, v_out = (np.empty_like(w) for _ in range(3))
+        fn = self._lib.ampref_host_adam_f32 if w.dtype == np.float32 else \
+            self._lib.ampref_host_adam_f64
+        fn(*(self._ptr(a) for a in (w, g, m, v, out, m_out, v_out)), w.size, self._ptr(k),
+           int(decoupled), int(decay))
+        return out, m_out, v_out
 
     def erf(self, x: np.ndarray) -> np.ndarray:
         from scipy.special import erf

@@ -2,6 +2,7 @@
 // functions as kernels.cu, run in plain loops, called from Python through ctypes.
 #include "ampref_kernels.cuh"
 #include "exact_dot.cuh"
+#include "optim.cuh"
 
 extern "C" {
 
@@ -60,6 +61,20 @@ void ampref_host_exact_gemm_f32(const double* A, const double* B, float* C, ampr
 void ampref_host_exact_rows_f32(const double* X, float* out, ampref_i64 R, ampref_i64 L) {
     const double one = 1.0;
     for (ampref_i64 r = 0; r < R; ++r) out[r] = ampref_exact_dot_f32(X + r * L, 1, &one, 0, L);
+}
+
+void ampref_host_adam_f32(const float* w, const float* g, const float* m, const float* v,
+                          float* out, float* m_out, float* v_out, ampref_i64 n, const float* k,
+                          int decoupled, int decay) {
+    for (ampref_i64 i = 0; i < n; ++i)
+        ampref_adam_element(w, g, m, v, out, m_out, v_out, i, k, decoupled, decay);
+}
+
+void ampref_host_adam_f64(const double* w, const double* g, const double* m, const double* v,
+                          double* out, double* m_out, double* v_out, ampref_i64 n,
+                          const double* k, int decoupled, int decay) {
+    for (ampref_i64 i = 0; i < n; ++i)
+        ampref_adam_element(w, g, m, v, out, m_out, v_out, i, k, decoupled, decay);
 }
 
 }  // extern "C"

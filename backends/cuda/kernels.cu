@@ -77,3 +77,19 @@ extern "C" __global__ void ampref_exact_rows_f32(const double* X, float* out, am
     const double one = 1.0;
     AMPREF_GRID_LOOP(r, R) out[r] = ampref_exact_dot_f32(X + r * L, 1, &one, 0, L);
 }
+
+// Adam/AdamW on one parameter (BKD-OPT-001): new weights, first and second moments in one
+// pass; k holds the nine constants in the parameter's dtype (optim.cuh).
+extern "C" __global__ void ampref_adam_f32(const float* w, const float* g, const float* m,
+                                           const float* v, float* out, float* m_out,
+                                           float* v_out, ampref_i64 n, const float* k,
+                                           int decoupled, int decay) {
+    AMPREF_GRID_LOOP(i, n) ampref_adam_element(w, g, m, v, out, m_out, v_out, i, k, decoupled, decay);
+}
+
+extern "C" __global__ void ampref_adam_f64(const double* w, const double* g, const double* m,
+                                           const double* v, double* out, double* m_out,
+                                           double* v_out, ampref_i64 n, const double* k,
+                                           int decoupled, int decay) {
+    AMPREF_GRID_LOOP(i, n) ampref_adam_element(w, g, m, v, out, m_out, v_out, i, k, decoupled, decay);
+}

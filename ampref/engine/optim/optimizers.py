@@ -259,15 +259,23 @@ class Adam(Optimizer):
         xp = self.params[i].backend.xp
         m = st.get("exp_avg", xp.zeros_like(w))
         v = st.get("exp_avg_sq", xp.zeros_like(w))
+        k = (t(1 - self.lr * self.weight_decay), t(self.weight_decay), t(b1), t(1 - b1),
+             t(b2), t(1 - b2), t(math.sqrt(1 - b2**step)), t(self.eps),
+             t(self.lr / (1 - b1**step)))
         if xp is np and kernels.compiled() and w.dtype == g.dtype:
             from ampref.kernels import optim_numba
 
-            k = (t(1 - self.lr * self.weight_decay), t(self.weight_decay), t(b1), t(1 - b1),
-                 t(b2), t(1 - b2), t(math.sqrt(1 - b2**step)), t(self.eps),
-                 t(self.lr / (1 - b1**step)))
             new, st["exp_avg"], st["exp_avg_sq"] = optim_numba.adam_update(
                 w, g, m.astype(w.dtype, copy=False), v.astype(w.dtype, copy=False), k,
                 decoupled=self.decoupled, decay=bool(self.weight_decay))
+            return new
+        # a device backend's one-launch twin (BKD-OPT-001; None: run the operations below)
+        fused = getattr(self.params[i].backend, "adam_update", None)
+        done = fused(w, g, m.astype(w.dtype, copy=False), v.astype(w.dtype, copy=False), k,
+                     decoupled=self.decoupled, decay=bool(self.weight_decay)) \
+            if fused is not None and w.dtype == g.dtype else None
+        if done is not None:
+            new, st["exp_avg"], st["exp_avg_sq"] = done
             return new
         if self.weight_decay and self.decoupled:
             w = w * t(1 - self.lr * self.weight_decay)
