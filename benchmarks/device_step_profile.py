@@ -4,8 +4,9 @@ CuPy dispatch on a device) and host synchronisations, counted without a GPU.
 Usage: python benchmarks/device_step_profile.py [--modes fp32 amp-fp16 amp-bf16] [--top 8]
 
 The device backend runs on the strict CuPy stand-in (tests/strictxp.py) with the host
-build of the kernels; every array an operation returns counts as one launch, every
-scalar conversion or ``asnumpy`` as one synchronisation. The third step of the default
+build of the kernels; every operation that makes new data (not a view, not its input
+handed back) counts as one launch, every scalar conversion or ``asnumpy`` as one
+synchronisation. The third step of the default
 model is counted (the first two warm caches), once with the fused exact kernels (kernel
 switch ``compiled``, BKD-MM-005) and once with the specification's phases (``numpy``),
 side by side. Launch counts bound what a small model costs on a GPU (each costs several
@@ -19,6 +20,7 @@ import argparse
 import platform
 import sys
 import traceback
+import weakref
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,10 +61,16 @@ def counting(tally: Tally) -> Iterator[None]:
     wrap, asnumpy = strictxp._wrap, strictxp.asnumpy
     convs = {n: getattr(strictxp.DeviceArray, n) for n in ("__float__", "__int__", "__bool__")}
 
+    seen: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
     def counted_wrap(v: Any) -> Any:
         out = wrap(v)
+        # a launch makes new data: views (reshape, slices, transposes) and an array handed
+        # back unchanged (ascontiguousarray of a contiguous one) cost none on a GPU
         if isinstance(out, strictxp.DeviceArray):
-            tally.launches[Tally.site()] += 1
+            if out._a.base is None and seen.get(id(out._a)) is not out._a:
+                tally.launches[Tally.site()] += 1
+            seen[id(out._a)] = out._a
         return out
 
     def counted_asnumpy(x: Any) -> Any:
