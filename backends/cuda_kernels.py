@@ -120,6 +120,28 @@ class CudaKernels:
                                      self._on_device(k), np.int32(decoupled), np.int32(decay)))
         return out, m_out, v_out
 
+    def rounding_counts(self, raw: Any, rounded: Any) -> Any:
+        """Device int64 [underflow, overflow] of float32 ``raw`` rounded to ``rounded``
+        (BKD-STA-001): one launch, nothing read back."""
+        cp = self.cp
+        if raw.dtype != cp.float32 or rounded.dtype != cp.float32:
+            raise ValueError(f"rounding_counts takes float32 arrays, got {raw.dtype} and "
+                             f"{rounded.dtype}")
+        out = cp.zeros(2, dtype=cp.int64)
+        self._launch("ampref_rounding_counts_f32", raw.size,
+                     (raw, rounded, np.int64(raw.size), out))
+        return out
+
+    def grad_counts(self, g: Any, scale: float) -> Any:
+        """Device int64 [nonzero, nonzero below 2^-25 once scaled] of float32 ``g``."""
+        cp = self.cp
+        if g.dtype != cp.float32:
+            raise ValueError(f"grad_counts takes a float32 array, got {g.dtype}")
+        out = cp.zeros(2, dtype=cp.int64)
+        self._launch("ampref_grad_counts_f32", g.size,
+                     (g, np.int64(g.size), np.float32(scale), out))
+        return out
+
     def erf(self, x: Any) -> Any:
         from cupyx.scipy.special import erf
 

@@ -65,7 +65,7 @@ from .kernelsrc import (
 )
 
 __all__ = ["FUSED_EXACT_LIMITS", "MMA_GPUS", "DeviceBackend", "ExactKernels", "KernelSet",
-           "OptimKernels", "TensorCoreKernels"]
+           "OptimKernels", "StatKernels", "TensorCoreKernels"]
 
 #: tensor-core models the chain kernel reproduces (the Hopper parts this backend targets)
 MMA_GPUS = ("h100", "h200")
@@ -117,6 +117,15 @@ class OptimKernels(Protocol):
 
     def adam(self, w: Any, g: Any, m: Any, v: Any, k: np.ndarray, decoupled: bool,
              decay: bool) -> tuple[Any, ...]: ...
+
+
+@runtime_checkable
+class StatKernels(Protocol):
+    """A kernel set that counts the training statistics on the device (BKD-STA-001)."""
+
+    def rounding_counts(self, raw: Any, rounded: Any) -> Any: ...
+
+    def grad_counts(self, g: Any, scale: float) -> Any: ...
 
 
 @runtime_checkable
@@ -326,6 +335,26 @@ class DeviceBackend:
         w1, g1, m1, v1 = (xp.ascontiguousarray(a).reshape(-1) for a in (w, g, m, v))
         new, m_new, v_new = self.kernels.adam(w1, g1, m1, v1, k, decoupled, decay)
         return new.reshape(w.shape), m_new.reshape(w.shape), v_new.reshape(w.shape)
+
+    def rounding_counts(self, raw: Any, rounded: Any) -> Any | None:
+        """Device int64 [underflow, overflow] of gradient values ``raw`` rounded to
+        ``rounded`` in one launch (BKD-STA-001), or None (the caller counts with array
+        operations) without the kernel, under the ``numpy`` switch or for non-float32."""
+        xp = self.xp
+        if not (isinstance(self.kernels, StatKernels) and compiled_kernels()
+                and raw.dtype == xp.float32 and rounded.dtype == xp.float32):
+            return None
+        return self.kernels.rounding_counts(xp.ascontiguousarray(raw).reshape(-1),
+                                            xp.ascontiguousarray(rounded).reshape(-1))
+
+    def grad_counts(self, g: Any, scale: float) -> Any | None:
+        """Device int64 [nonzero, nonzero with fl32(|g| fl32(scale)) < 2^-25] in one
+        launch, or None as :meth:`rounding_counts`."""
+        xp = self.xp
+        if not (isinstance(self.kernels, StatKernels) and compiled_kernels()
+                and g.dtype == xp.float32):
+            return None
+        return self.kernels.grad_counts(xp.ascontiguousarray(g).reshape(-1), scale)
 
     def erf(self, x: Any) -> Any:
         """erf of a float64 device array, by the kernel set (cupyx on a GPU)."""

@@ -95,6 +95,8 @@ class HostKernels:
             "ampref_host_exact_rows_f32": [_P, _P, _I64, _I64],
             "ampref_host_adam_f32": [_P] * 7 + [_I64, _P, _INT, _INT],
             "ampref_host_adam_f64": [_P] * 7 + [_I64, _P, _INT, _INT],
+            "ampref_host_rounding_counts_f32": [_P, _P, _I64, _P],
+            "ampref_host_grad_counts_f32": [_P, _I64, ctypes.c_float, _P],
         }
         for fname, args in sigs.items():
             getattr(lib, fname).argtypes = args
@@ -171,6 +173,24 @@ class HostKernels:
            int(decoupled), int(decay))
         return out, m_out, v_out
 
+    def rounding_counts(self, raw: np.ndarray, rounded: np.ndarray) -> np.ndarray:
+        """int64 [underflow, overflow] of C-contiguous float32 ``raw`` rounded to
+        ``rounded`` (BKD-STA-001)."""
+        _check_f32(raw, rounded)
+        out = np.zeros(2, np.int64)
+        self._lib.ampref_host_rounding_counts_f32(self._ptr(raw), self._ptr(rounded), raw.size,
+                                                  self._ptr(out))
+        return out
+
+    def grad_counts(self, g: np.ndarray, scale: float) -> np.ndarray:
+        """int64 [nonzero, nonzero below 2^-25 once multiplied by fl32(scale)] of
+        C-contiguous float32 ``g`` (BKD-STA-001)."""
+        _check_f32(g)
+        out = np.zeros(2, np.int64)
+        self._lib.ampref_host_grad_counts_f32(self._ptr(g), g.size, float(np.float32(scale)),
+                                              self._ptr(out))
+        return out
+
     def erf(self, x: np.ndarray) -> np.ndarray:
         from scipy.special import erf
 
@@ -187,6 +207,12 @@ def _check_wide(*arrays: np.ndarray) -> None:
         if a.dtype != np.float64:
             raise ValueError(f"the exact kernels take float64 arrays holding float32 values, "
                              f"got {a.dtype}")
+
+
+def _check_f32(*arrays: np.ndarray) -> None:
+    for a in arrays:
+        if a.dtype != np.float32:
+            raise ValueError(f"the statistics kernels take float32 arrays, got {a.dtype}")
 
 
 def nvcc_compile(source_name: str, arch: str = "sm_90") -> subprocess.CompletedProcess[str]:

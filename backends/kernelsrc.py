@@ -34,9 +34,9 @@ __all__ = [
 ]
 
 HEADER = "ampref_kernels.cuh"
-#: the headers of the device numerics, in include order (the exact dot product and the
-#: optimizer build on the first one's types and bit casts)
-HEADERS = (HEADER, "exact_dot.cuh", "optim.cuh")
+#: the headers of the device numerics, in include order (the exact dot product, the
+#: optimizer and the statistics build on the first one's types and bit casts)
+HEADERS = (HEADER, "exact_dot.cuh", "optim.cuh", "counts.cuh")
 
 
 def cuda_source(name: str) -> str:

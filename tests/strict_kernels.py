@@ -43,6 +43,12 @@ class StrictHostKernels:
         outs = self.k.adam(w._a, g._a, m._a, v._a, k, decoupled, decay)
         return tuple(strictxp.DeviceArray(o) for o in outs)
 
+    def rounding_counts(self, raw: Any, rounded: Any) -> Any:
+        return strictxp.DeviceArray(self.k.rounding_counts(raw._a, rounded._a))
+
+    def grad_counts(self, g: Any, scale: float) -> Any:
+        return strictxp.DeviceArray(self.k.grad_counts(g._a, scale))
+
     def erf(self, x: Any) -> Any:
         return strictxp.DeviceArray(self.k.erf(x._a))
 

@@ -230,10 +230,16 @@ class Run:
             return 0, 0
         backend = self.model.parameters()[0].backend
         xp = backend.xp
-        counts = backend.to_numpy(xp.stack(
-            [xp.asarray(c, dtype=xp.int64) for g in grads
-             for c in (xp.count_nonzero(g),
-                       xp.count_nonzero((g != 0) & (xp.abs(g) * scale < 2.0**-25)))]))
+        fused = getattr(backend, "grad_counts", None)  # one launch per gradient (BKD-STA-001)
+        pairs = []
+        for g in grads:
+            pair = fused(g, scale) if fused is not None else None
+            if pair is None:
+                pair = xp.stack([xp.asarray(c, dtype=xp.int64) for c in (
+                    xp.count_nonzero(g),
+                    xp.count_nonzero((g != 0) & (xp.abs(g) * scale < 2.0**-25)))])
+            pairs.append(pair)
+        counts = backend.to_numpy(xp.concatenate(pairs))
         return int(counts[0::2].sum()), int(counts[1::2].sum())
 
     def _one_rank(self, ids: np.ndarray, s: int, stats: StepStats) -> tuple[float, bool, bool]:

@@ -36,7 +36,7 @@ class StepStats:
 
     def __init__(self) -> None:
         self._layers: dict[str, list[int]] = {}  # name -> [elements, underflow, overflow]
-        self._pending: list[tuple[str, Any, Any]] = []
+        self._pending: list[tuple[str, Any]] = []  # (name, int64 [underflow, overflow])
         self._backend: Any = None
         self.raw_grads: dict[str, list[np.ndarray]] = {}
         self.keep_raw = False
@@ -45,9 +45,15 @@ class StepStats:
         name = t.name or "other intermediates"
         xp = t.backend.xp  # counted where the gradients live; only the counts travel
         self._layers.setdefault(name, [0, 0, 0])[0] += raw.size
-        finite = xp.isfinite(raw)
-        self._pending.append((name, xp.count_nonzero((raw != 0) & finite & (rounded == 0)),
-                              xp.count_nonzero(finite & ~xp.isfinite(rounded))))
+        # a device backend's one-launch count (BKD-STA-001), else the array operations
+        fused = getattr(t.backend, "rounding_counts", None)
+        pair = fused(raw, rounded) if fused is not None else None
+        if pair is None:
+            finite = xp.isfinite(raw)
+            pair = xp.stack([xp.asarray(c, dtype=xp.int64) for c in (
+                xp.count_nonzero((raw != 0) & finite & (rounded == 0)),
+                xp.count_nonzero(finite & ~xp.isfinite(rounded)))])
+        self._pending.append((name, pair))
         self._backend = t.backend
         if self.keep_raw:
             self.raw_grads.setdefault(name, []).append(t.backend.to_numpy(raw).reshape(-1))
@@ -57,9 +63,8 @@ class StepStats:
         """name -> [elements, underflow, overflow], with every pending count read."""
         if self._pending:
             xp = self._backend.xp
-            counts = self._backend.to_numpy(xp.stack(
-                [xp.asarray(c, dtype=xp.int64) for _, u, o in self._pending for c in (u, o)]))
-            for k, (name, _, _) in enumerate(self._pending):
+            counts = self._backend.to_numpy(xp.concatenate([p for _, p in self._pending]))
+            for k, (name, _) in enumerate(self._pending):
                 c = self._layers[name]
                 c[1] += int(counts[2 * k])
                 c[2] += int(counts[2 * k + 1])

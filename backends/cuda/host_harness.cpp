@@ -3,6 +3,7 @@
 #include "ampref_kernels.cuh"
 #include "exact_dot.cuh"
 #include "optim.cuh"
+#include "counts.cuh"
 
 extern "C" {
 
@@ -75,6 +76,15 @@ void ampref_host_adam_f64(const double* w, const double* g, const double* m, con
                           const double* k, int decoupled, int decay) {
     for (ampref_i64 i = 0; i < n; ++i)
         ampref_adam_element(w, g, m, v, out, m_out, v_out, i, k, decoupled, decay);
+}
+
+void ampref_host_rounding_counts_f32(const float* raw, const float* rounded, ampref_i64 n,
+                                     ampref_u64* out) {
+    for (ampref_i64 i = 0; i < n; ++i) ampref_rounding_counts(raw[i], rounded[i], out, out + 1);
+}
+
+void ampref_host_grad_counts_f32(const float* g, ampref_i64 n, float scale, ampref_u64* out) {
+    for (ampref_i64 i = 0; i < n; ++i) ampref_grad_counts(g[i], scale, out, out + 1);
 }
 
 }  // extern "C"

@@ -93,3 +93,21 @@ extern "C" __global__ void ampref_adam_f64(const double* w, const double* g, con
                                            int decoupled, int decay) {
     AMPREF_GRID_LOOP(i, n) ampref_adam_element(w, g, m, v, out, m_out, v_out, i, k, decoupled, decay);
 }
+
+// Training statistics (BKD-STA-001): per-thread counts of counts.cuh, then one atomic
+// addition per thread into out[0], out[1] (int64 counters the caller zeroed).
+extern "C" __global__ void ampref_rounding_counts_f32(const float* raw, const float* rounded,
+                                                      ampref_i64 n, unsigned long long* out) {
+    ampref_u64 under = 0, over = 0;
+    AMPREF_GRID_LOOP(i, n) ampref_rounding_counts(raw[i], rounded[i], &under, &over);
+    if (under) atomicAdd(out, under);
+    if (over) atomicAdd(out + 1, over);
+}
+
+extern "C" __global__ void ampref_grad_counts_f32(const float* g, ampref_i64 n, float scale,
+                                                  unsigned long long* out) {
+    ampref_u64 nonzero = 0, tiny = 0;
+    AMPREF_GRID_LOOP(i, n) ampref_grad_counts(g[i], scale, &nonzero, &tiny);
+    if (nonzero) atomicAdd(out, nonzero);
+    if (tiny) atomicAdd(out + 1, tiny);
+}
