@@ -257,8 +257,9 @@ class Adam(Optimizer):
         step = int(st.get("step", 0)) + 1
         st["step"] = np.array(step)
         xp = self.params[i].backend.xp
-        m = st.get("exp_avg", xp.zeros_like(w))
-        v = st.get("exp_avg_sq", xp.zeros_like(w))
+        # zeros only at the first step (a default argument would allocate them every step)
+        m = st["exp_avg"] if "exp_avg" in st else xp.zeros_like(w)
+        v = st["exp_avg_sq"] if "exp_avg_sq" in st else xp.zeros_like(w)
         k = (t(1 - self.lr * self.weight_decay), t(self.weight_decay), t(b1), t(1 - b1),
              t(b2), t(1 - b2), t(math.sqrt(1 - b2**step)), t(self.eps),
              t(self.lr / (1 - b1**step)))
