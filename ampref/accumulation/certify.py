@@ -50,12 +50,13 @@ def certify(r: npt.NDArray[np.float64], e: npt.NDArray[np.float64],
     The interval's two float32 ends are compared as bit patterns: an interval that
     straddles zero below the smallest subnormal has ends -0 and +0, which compare equal
     as floats, yet the exact value's sign decides the result's (a product sum can be
-    nonzero below 2^-150)."""
+    nonzero below 2^-150). A zero-width interval (e = 0: r is exact) is decided whatever
+    its ends' bits (-0 - 0 = -0 but -0 + 0 = +0)."""
     with np.errstate(over="ignore", invalid="ignore"):
         out = r.astype(xp.float32)
         lo = (r - e).astype(xp.float32)
         hi = (r + e).astype(xp.float32)
-    bad = (lo.view(xp.uint32) != hi.view(xp.uint32)) & xp.isfinite(r)
+    bad = (lo.view(xp.uint32) != hi.view(xp.uint32)) & (e != 0) & xp.isfinite(r)
     STATS.elements += r.size
     return out, bad
 

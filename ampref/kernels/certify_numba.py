@@ -116,9 +116,10 @@ def _certify_rows(r: Any, a: Any, b: Any, na: Any, qa: Any, nb_: Any, qb: Any, M
             oi[j] = np.float32(x)
             # certified: exact by range (every partial sum a float64 value), the interval
             # rounds to one float32, or inf/NaN (IEEE propagation is the answer)
-            # (the interval's ends compared with their signs: -0 and +0 are two results)
+            # (the interval's ends compared with their signs: -0 and +0 are two results,
+            # except for a zero-width interval, where x is exact)
             lo32, hi32 = np.float32(x - e), np.float32(x + e)
-            ok = ((ui * v[j] * (1.0 + 2.0**-40) <= 1.0)
+            ok = ((ui * v[j] * (1.0 + 2.0**-40) <= 1.0) | (e == 0.0)
                   | ((lo32 == hi32) & (math.copysign(1.0, lo32) == math.copysign(1.0, hi32)))
                   | (x - x != 0.0))
             flag[j] = not ok

@@ -198,6 +198,22 @@ def test_an_exact_dot_below_half_the_smallest_subnormal_rounds_to_a_zero_of_its_
     assert f"{batched[1, 0, 0].view(np.uint32):08x}" == f"{(-want).view(np.uint32):08x}"
 
 
+@pytest.mark.clause("ENG-IDX-002", "ENG-RED-001")
+@pytest.mark.parametrize("kernels", ["numpy", "compiled"])
+def test_a_segment_of_negative_zeros_sums_to_negative_zero_and_a_mixed_one_to_plus_zero(
+        kernels: str) -> None:
+    """Inputs: segments [-0, -0], [+0, -0], [-0] of two columns. Expected: -0, +0, -0 (a
+    segment sum keeps the float64 sum's zero: -0 only when every term is -0; the
+    certificate's zero-width interval [-0 - 0, -0 + 0] has ends of two signs and is
+    still decided). Pass: bitwise equal."""
+    x = np.array([[-0.0, -0.0], [-0.0, -0.0], [0.0, 0.0], [-0.0, -0.0], [-0.0, -0.0]],
+                 np.float32)
+    with ampref.use_kernels(kernels):
+        got = certified.segment_sum_f32(x, np.array([0, 2, 4]))
+    assert [f"{v:08x}" for v in got.view(np.uint32).reshape(-1)] == \
+        ["80000000"] * 2 + ["00000000"] * 2 + ["80000000"] * 2
+
+
 def _tiled_generic(monkeypatch: pytest.MonkeyPatch) -> None:
     """The generic (xp) exact GEMM with the smallest tiles: one row per tile, one
     undecided element per batch, so every tiling path runs on small shapes."""
