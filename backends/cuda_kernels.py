@@ -104,6 +104,19 @@ class CudaKernels:
         self._launch("ampref_exact_rows_f32", R, (x, out, np.int64(R), np.int64(L)))
         return out
 
+    def exact_segments(self, x: Any, starts: Any) -> Any:
+        """float32 (S, D) exact segment sums of C-contiguous float64 (n, D) holding float32
+        values, int64 ``starts`` strictly increasing from 0 (BKD-RED-002): one launch."""
+        cp = self.cp
+        if x.dtype != cp.float64 or starts.dtype != cp.int64:
+            raise ValueError(f"exact_segments takes float64 rows and int64 starts, got "
+                             f"{x.dtype} and {starts.dtype}")
+        n, D = x.shape
+        out = cp.empty((starts.size, D), dtype=cp.float32)
+        self._launch("ampref_exact_segments_f32", starts.size * D,
+                     (x, starts, np.int64(starts.size), np.int64(n), np.int64(D), out))
+        return out
+
     def adam(self, w: Any, g: Any, m: Any, v: Any, k: np.ndarray, decoupled: bool,
              decay: bool) -> tuple[Any, ...]:
         """(new w, m, v) of the Adam/AdamW update in one launch: C-contiguous arrays of one

@@ -110,6 +110,8 @@ class ExactKernels(Protocol):
 
     def exact_rows(self, x: Any) -> Any: ...
 
+    def exact_segments(self, x: Any, starts: Any) -> Any: ...
+
 
 @runtime_checkable
 class OptimKernels(Protocol):
@@ -383,9 +385,27 @@ class DeviceBackend:
 
     def segment_sum(self, x: Any, starts: Any) -> Any:
         """Exactly rounded segment sums (``add.reduceat``, CuPy >= 12); float64 in float64."""
-        if x.dtype == self.xp.float64:
-            return self.xp.add.reduceat(x, starts, axis=0)
-        return _cert.segment_sum_f32(x, starts, xp=self.xp)
+        xp = self.xp
+        if x.dtype == xp.float64:
+            return xp.add.reduceat(x, starts, axis=0)
+        starts = xp.asarray(starts)
+        n = x.shape[0] if x.ndim else 0
+        longest = n  # a bound on the longest segment: a row sum no longer than the rows
+        if (x.ndim < 1 or starts.ndim != 1 or starts.dtype.kind not in "iu"
+                or not 0 < starts.size <= n or not self._fused_exact("sum", longest, x)
+                or not self._segments_ok(starts, n)):
+            return _cert.segment_sum_f32(x, starts, xp=xp)  # (which names a bad start)
+        rows = xp.ascontiguousarray(x, dtype=xp.float64).reshape(n, -1)
+        assert isinstance(self.kernels, ExactKernels)  # _fused_exact said so
+        out = self.kernels.exact_segments(rows, xp.ascontiguousarray(starts, dtype=xp.int64))
+        return out.reshape((starts.size,) + tuple(x.shape[1:]))
+
+    def _segments_ok(self, starts: Any, n: int) -> bool:
+        """starts[0] == 0 and strictly increasing below n, read in one transfer."""
+        xp = self.xp
+        steps = xp.diff(xp.concatenate([starts.astype(xp.int64), xp.asarray([n], xp.int64)]))
+        first, smallest = self.to_numpy(xp.stack([starts[0].astype(xp.int64), steps.min()]))
+        return bool(first == 0 and smallest >= 1)
 
     # -- loss scaling ------------------------------------------------------------------------
     def scaler_row(self, state: ScalerState) -> Any:

@@ -93,6 +93,7 @@ class HostKernels:
             "ampref_host_scaler_update": [_P, _P, _P],
             "ampref_host_exact_gemm_f32": [_P, _P, _P, _I64, _I64, _I64, _I64, _I64, _I64],
             "ampref_host_exact_rows_f32": [_P, _P, _I64, _I64],
+            "ampref_host_exact_segments_f32": [_P, _P, _I64, _I64, _I64, _P],
             "ampref_host_adam_f32": [_P] * 7 + [_I64, _P, _INT, _INT],
             "ampref_host_adam_f64": [_P] * 7 + [_I64, _P, _INT, _INT],
             "ampref_host_rounding_counts_f32": [_P, _P, _I64, _P],
@@ -155,6 +156,18 @@ class HostKernels:
         R, L = x.shape
         out = np.empty(R, np.float32)
         self._lib.ampref_host_exact_rows_f32(self._ptr(x), self._ptr(out), R, L)
+        return out
+
+    def exact_segments(self, x: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """float32 (S, D) exact segment sums of C-contiguous float64 (n, D) holding
+        float32 values; ``starts`` int64, strictly increasing from 0 (BKD-RED-002)."""
+        _check_wide(x)
+        if starts.dtype != np.int64:
+            raise ValueError(f"exact_segments takes int64 starts, got {starts.dtype}")
+        n, D = x.shape
+        out = np.empty((starts.size, D), np.float32)
+        self._lib.ampref_host_exact_segments_f32(self._ptr(x), self._ptr(starts), starts.size,
+                                                 n, D, self._ptr(out))
         return out
 
     def adam(self, w: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray,

@@ -38,6 +38,9 @@ class StrictHostKernels:
     def exact_rows(self, x: Any) -> Any:
         return strictxp.DeviceArray(self.k.exact_rows(x._a))
 
+    def exact_segments(self, x: Any, starts: Any) -> Any:
+        return strictxp.DeviceArray(self.k.exact_segments(x._a, starts._a))
+
     def adam(self, w: Any, g: Any, m: Any, v: Any, k: np.ndarray, decoupled: bool,
              decay: bool) -> tuple[Any, ...]:
         outs = self.k.adam(w._a, g._a, m._a, v._a, k, decoupled, decay)

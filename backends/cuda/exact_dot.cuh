@@ -128,9 +128,11 @@ AMPREF_HD int ampref_lsb_exponent(double p) {
 
 // fl32(exact sum_k a[k*sa] * b[k*sb]) for float32 values held in float64 (widened once
 // per operand element by the caller, not once per product: conversions are a slow
-// pipe on GPUs) (phases in the header comment).
+// pipe on GPUs) (phases in the header comment). neg_zero: a sum of K >= 1 products that
+// are all -0 gives -0 (segment sums, which follow float64 sums started at their first
+// term) instead of +0 (GEMMs and sums).
 AMPREF_HD float ampref_exact_dot_f32(const double* a, ampref_i64 sa, const double* b,
-                                     ampref_i64 sb, ampref_i64 K) {
+                                     ampref_i64 sb, ampref_i64 K, int neg_zero) {
     // phase 1: approximate, with the magnitude sum and the products' lowest bit
     double r = 0.0, s = 0.0;
     int q = 2000;  // above every product's lowest bit
@@ -144,7 +146,12 @@ AMPREF_HD float ampref_exact_dot_f32(const double* a, ampref_i64 sa, const doubl
         }
     }
     if (!(r - r == 0.0)) return (float)r;  // inf or NaN: IEEE propagation is the model's
-    if (s == 0.0) return 0.0f;             // every product zero: +0
+    if (s == 0.0) {                        // every product zero: +0, or -0 (neg_zero)
+        int all_negative = neg_zero && K > 0;
+        for (ampref_i64 k = 0; k < K && all_negative; ++k)
+            all_negative = ampref_double_to_bits(a[k * sa] * b[k * sb]) < 0;
+        return all_negative ? -0.0f : 0.0f;
+    }
     // phase 2: exact by range (52 + q >= -246: a normal double)
     if (s < ampref_pow2(52 + q)) return (float)r;
     // phase 3: certify with e = 2 gamma(K + 2) s, gamma(n) = n u / (1 - n u), u = 2^-53

@@ -55,13 +55,13 @@ void ampref_host_exact_gemm_f32(const double* A, const double* B, float* C, ampr
                                 ampref_i64 sb) {
     for (ampref_i64 o = 0; o < T * M * N; ++o) {
         const ampref_i64 j = o % N, i = (o / N) % M, t = o / (M * N);
-        C[o] = ampref_exact_dot_f32(A + t * sa + i * K, 1, B + t * sb + j, N, K);
+        C[o] = ampref_exact_dot_f32(A + t * sa + i * K, 1, B + t * sb + j, N, K, 0);
     }
 }
 
 void ampref_host_exact_rows_f32(const double* X, float* out, ampref_i64 R, ampref_i64 L) {
     const double one = 1.0;
-    for (ampref_i64 r = 0; r < R; ++r) out[r] = ampref_exact_dot_f32(X + r * L, 1, &one, 0, L);
+    for (ampref_i64 r = 0; r < R; ++r) out[r] = ampref_exact_dot_f32(X + r * L, 1, &one, 0, L, 0);
 }
 
 void ampref_host_adam_f32(const float* w, const float* g, const float* m, const float* v,
@@ -76,6 +76,16 @@ void ampref_host_adam_f64(const double* w, const double* g, const double* m, con
                           const double* k, int decoupled, int decay) {
     for (ampref_i64 i = 0; i < n; ++i)
         ampref_adam_element(w, g, m, v, out, m_out, v_out, i, k, decoupled, decay);
+}
+
+void ampref_host_exact_segments_f32(const double* X, const ampref_i64* starts, ampref_i64 S,
+                                    ampref_i64 n, ampref_i64 D, float* out) {
+    const double one = 1.0;
+    for (ampref_i64 o = 0; o < S * D; ++o) {
+        const ampref_i64 s = o / D, c = o % D;
+        const ampref_i64 lo = starts[s], hi = s + 1 < S ? starts[s + 1] : n;
+        out[o] = ampref_exact_dot_f32(X + lo * D + c, D, &one, 0, hi - lo, 1);
+    }
 }
 
 void ampref_host_rounding_counts_f32(const float* raw, const float* rounded, ampref_i64 n,

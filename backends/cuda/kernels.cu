@@ -65,7 +65,7 @@ extern "C" __global__ void ampref_exact_gemm_f32(const double* A, const double* 
                                                  ampref_i64 K, ampref_i64 sa, ampref_i64 sb) {
     AMPREF_GRID_LOOP(o, T * M * N) {
         const ampref_i64 j = o % N, i = (o / N) % M, t = o / (M * N);
-        C[o] = ampref_exact_dot_f32(A + t * sa + i * K, 1, B + t * sb + j, N, K);
+        C[o] = ampref_exact_dot_f32(A + t * sa + i * K, 1, B + t * sb + j, N, K, 0);
     }
 }
 
@@ -75,7 +75,7 @@ extern "C" __global__ void ampref_exact_gemm_f32(const double* A, const double* 
 extern "C" __global__ void ampref_exact_rows_f32(const double* X, float* out, ampref_i64 R,
                                                  ampref_i64 L) {
     const double one = 1.0;
-    AMPREF_GRID_LOOP(r, R) out[r] = ampref_exact_dot_f32(X + r * L, 1, &one, 0, L);
+    AMPREF_GRID_LOOP(r, R) out[r] = ampref_exact_dot_f32(X + r * L, 1, &one, 0, L, 0);
 }
 
 // Adam/AdamW on one parameter (BKD-OPT-001): new weights, first and second moments in one
@@ -110,4 +110,19 @@ extern "C" __global__ void ampref_grad_counts_f32(const float* g, ampref_i64 n, 
     AMPREF_GRID_LOOP(i, n) ampref_grad_counts(g[i], scale, &nonzero, &tiny);
     if (nonzero) atomicAdd(out, nonzero);
     if (tiny) atomicAdd(out + 1, tiny);
+}
+
+// Exact segment sums (BKD-RED-002): out[s, c] = fl32(exact sum of X[r, c]) over the rows
+// r of segment s (starts[s] up to the next start, or n), X C-contiguous (n, D) float32
+// values widened to float64; an all -0 segment gives -0, as a float64 sum started at
+// its first term.
+extern "C" __global__ void ampref_exact_segments_f32(const double* X, const ampref_i64* starts,
+                                                     ampref_i64 S, ampref_i64 n, ampref_i64 D,
+                                                     float* out) {
+    const double one = 1.0;
+    AMPREF_GRID_LOOP(o, S * D) {
+        const ampref_i64 s = o / D, c = o % D;
+        const ampref_i64 lo = starts[s], hi = s + 1 < S ? starts[s + 1] : n;
+        out[o] = ampref_exact_dot_f32(X + lo * D + c, D, &one, 0, hi - lo, 1);
+    }
 }

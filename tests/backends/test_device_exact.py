@@ -304,3 +304,38 @@ def test_gpu_fused_exact_kernels_equal_the_oracle_and_the_reference() -> None:
                 got = np.asarray(be.to_numpy(be.sum(be.asarray(x), axis)))
                 assert _bits(got).tolist() == _bits(certified.sum_f32(x, axis)).tolist(), \
                     f"GPU exact sum {kind} axis={axis}"
+
+
+@pytest.mark.clause("BKD-RED-002", "ENG-IDX-002")
+@settings(deadline=None, max_examples=60)
+@given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(KINDS),
+       counts=st.lists(st.integers(1, 30), min_size=1, max_size=8))
+def test_fused_segment_sums_equal_the_specification(device: DeviceBackend, seed: int, kind: str,
+                                                    counts: list[int]) -> None:
+    """Inputs: hypothesis segments of 1-30 rows of 6 values of six kinds, plus a segment
+    of only -0 and one of +0 and -0. Expected: ``certified.segment_sum_f32``'s bits (the
+    exact sums rounded once; -0 only for an all -0 segment). Pass: equal shapes, bitwise
+    equal."""
+    x = _data(seed, (sum(counts), 6), kind)
+    x = np.concatenate([x, np.full((2, 6), -0.0, np.float32),
+                        np.array([[0.0, -0.0] * 3, [-0.0, 0.0] * 3], np.float32)])
+    starts = np.cumsum([0, *counts, 2])
+    got = np.asarray(device.to_numpy(device.segment_sum(strictxp.asarray(x),
+                                                        strictxp.asarray(starts))))
+    with ampref.use_kernels("numpy"):
+        want = np.asarray(certified.segment_sum_f32(x, starts))
+    assert got.shape == want.shape
+    assert _bits(got).tolist() == _bits(want).tolist()
+    assert _bits(got)[-2].tolist() == [0x80000000] * 6
+    assert _bits(got)[-1].tolist() == [0] * 6
+
+
+@pytest.mark.clause("BKD-RED-002")
+@pytest.mark.parametrize("starts", [[1, 3], [0, 3, 3], [0, 5, 2], [0, 9]])
+def test_fused_segment_sums_refuse_what_the_specification_refuses(
+        device: DeviceBackend, starts: list[int]) -> None:
+    """Inputs: starts not beginning at 0, repeated, decreasing, or past the 6 rows.
+    Expected: the specification's ValueError naming the starts. Pass: raised."""
+    x = strictxp.asarray(np.ones((6, 2), np.float32))
+    with ampref.use_kernels("compiled"), pytest.raises(ValueError, match="segment starts"):
+        device.segment_sum(x, strictxp.asarray(np.array(starts)))
