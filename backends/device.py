@@ -40,12 +40,10 @@ runs the same class with NumPy and the host build of the same kernels
 
 from __future__ import annotations
 
-import math
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ampref.kernels.switch import compiled as compiled_kernels
 from ampref.accumulation.registry import resolve
 from ampref.accumulation import certified as _cert
 from ampref.formats.table import Format, get_format
@@ -53,6 +51,7 @@ from ampref.formats.rounding import get_rounding
 from ampref.scaling.machine import ScalerConfig, ScalerState
 from ampref.kernels.srhash import keys, check_seed
 
+from .fused import FusedOps
 from .kernelsrc import (
     ST_FOUND,
     TILE,
@@ -64,21 +63,11 @@ from .kernelsrc import (
     stochastic_keys,
 )
 
-__all__ = ["FUSED_EXACT_LIMITS", "MMA_GPUS", "DeviceBackend", "ExactKernels", "KernelSet",
-           "OptimKernels", "StatKernels", "TensorCoreKernels"]
+__all__ = ["MMA_GPUS", "DeviceBackend", "KernelSet", "TensorCoreKernels"]
 
 #: tensor-core models the chain kernel reproduces (the Hopper parts this backend targets)
 MMA_GPUS = ("h100", "h200")
 _MMA_FORMATS = ("float16", "bfloat16")
-
-
-#: where the fused exact kernels (one thread per output element, BKD-MM-005) stop and
-#: the specification's phases (float64 cuBLAS GEMM + certification, about a hundred
-#: launches) take over: products per GEMM, and elements per summed row. Below them the
-#: launches dominate (a training step's GEMMs are 10^4..10^7 products); above, one
-#: thread's serial float64 loop would lose to cuBLAS's DGEMM. Estimates, not measured
-#: on a GPU yet: benchmarks/bench_device.py times both paths across the crossover.
-FUSED_EXACT_LIMITS = {"gemm": 1 << 24, "sum": 1 << 12}
 
 
 class KernelSet(Protocol):
@@ -103,34 +92,6 @@ class KernelSet(Protocol):
 
 
 @runtime_checkable
-class ExactKernels(Protocol):
-    """A kernel set with the fused exact GEMM and row sums (BKD-MM-005, BKD-RED-001)."""
-
-    def exact_gemm(self, A: Any, B: Any, T: int, sa: int, sb: int) -> Any: ...
-
-    def exact_rows(self, x: Any) -> Any: ...
-
-    def exact_segments(self, x: Any, starts: Any) -> Any: ...
-
-
-@runtime_checkable
-class OptimKernels(Protocol):
-    """A kernel set with the fused Adam/AdamW update (BKD-OPT-001)."""
-
-    def adam(self, w: Any, g: Any, m: Any, v: Any, k: np.ndarray, decoupled: bool,
-             decay: bool) -> tuple[Any, ...]: ...
-
-
-@runtime_checkable
-class StatKernels(Protocol):
-    """A kernel set that counts the training statistics on the device (BKD-STA-001)."""
-
-    def rounding_counts(self, raw: Any, rounded: Any) -> Any: ...
-
-    def grad_counts(self, g: Any, scale: float) -> Any: ...
-
-
-@runtime_checkable
 class TensorCoreKernels(Protocol):
     """A kernel set that also has the WMMA chain kernel and cuBLAS (a real GPU)."""
 
@@ -146,6 +107,7 @@ class DeviceBackend:
         self.xp = xp
         self.kernels = kernels
         self.name = name
+        self.fused = FusedOps(xp, kernels, self.to_numpy)
         self._params: dict[str, np.ndarray] = {}
 
     # -- arrays ------------------------------------------------------------------------
@@ -227,11 +189,9 @@ class DeviceBackend:
         fin = get_format(input_format) if input_format is not None else get_format("float32")
         model = resolve(accumulation)  # the registry: one parse of every name
         if model.kernel == "exact":
-            lead = np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
-            products = math.prod(lead) * math.prod(a.shape[-2:]) * b.shape[-1]
-            if self._fused_exact("gemm", products, a, b):
-                return self._exact_gemm(a, b)
-            return _cert.matmul_f32(a, b, fin.precision_bits, xp=xp)
+            fused = self.fused.matmul(a, b)
+            return fused if fused is not None else \
+                _cert.matmul_f32(a, b, fin.precision_bits, xp=xp)
         if model.kernel == "cublas":
             return self._batched(a, b, lambda A, B: self._gemm_ex(A, B, fin))
         # the chain kernel computes tensorcore:<gpu>, and cublas:<gpu> for 16-bit inputs
@@ -246,41 +206,6 @@ class DeviceBackend:
 
         host = REF.matmul(self.to_numpy(a), self.to_numpy(b), accumulation, input_format)
         return xp.asarray(host)
-
-    def _fused_exact(self, kind: str, work: int, *arrays: Any) -> bool:
-        """The fused exact kernels serve float32 operands while the kernel switch says
-        ``compiled`` (the default) and the work per launch is small enough; ``numpy``
-        runs the specification's phases on the device arrays instead
-        (:mod:`ampref.kernels.switch`). ``work``: products (``kind`` "gemm") or row
-        length ("sum"), compared with :data:`FUSED_EXACT_LIMITS`."""
-        return (isinstance(self.kernels, ExactKernels) and compiled_kernels()
-                and all(x.dtype == self.xp.float32 for x in arrays)
-                and work <= FUSED_EXACT_LIMITS[kind])
-
-    def _exact_gemm(self, a: Any, b: Any) -> Any:
-        """fl32(exact a @ b) in one launch: operands made C-contiguous float64 (T, M, K)
-        and (T, K, N); an operand without batch dimensions gets a batch stride of 0."""
-        xp = self.xp
-        lead = tuple(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
-        T = math.prod(lead)
-        M, K = a.shape[-2:]
-        N = b.shape[-1]
-        if T * M * N == 0:
-            return xp.zeros(lead + (M, N), dtype=xp.float32)
-
-        def batch(x: Any, rows: int, cols: int) -> tuple[Any, int]:
-            # widened once here: the kernel would otherwise convert each operand element
-            # once per product it enters
-            if math.prod(x.shape[:-2]) == 1:  # one matrix for every batch
-                return xp.ascontiguousarray(x, dtype=xp.float64).reshape(rows, cols), 0
-            full = xp.broadcast_to(x, lead + (rows, cols))
-            return (xp.ascontiguousarray(full, dtype=xp.float64).reshape(T, rows, cols),
-                    rows * cols)
-
-        A, sa = batch(a, M, K)
-        B, sb = batch(b, K, N)
-        assert isinstance(self.kernels, ExactKernels)  # _fused_exact said so
-        return self.kernels.exact_gemm(A, B, T, sa, sb).reshape(lead + (M, N))
 
     def _batched(self, a: Any, b: Any, two_d: Any) -> Any:
         xp = self.xp
@@ -323,40 +248,18 @@ class DeviceBackend:
 
     def adam_update(self, w: Any, g: Any, m: Any, v: Any, constants: tuple[Any, ...], *,
                     decoupled: bool, decay: bool) -> tuple[Any, Any, Any] | None:
-        """(new w, m, v) of one Adam/AdamW step in one launch (BKD-OPT-001), or None where
-        the kernel set has no such kernel, the kernel switch says ``numpy`` or the arrays'
-        dtypes differ (the caller then runs the specification's operations).
-        ``constants``: the nine of ``ampref.kernels.optim_numba.adam_update``, in the
-        parameter's dtype."""
-        xp = self.xp
-        if (not isinstance(self.kernels, OptimKernels) or not compiled_kernels()
-                or w.dtype not in (xp.float32, xp.float64)
-                or any(a.dtype != w.dtype for a in (g, m, v))):
-            return None
-        k = np.array(constants, dtype=np.dtype(w.dtype.name))
-        w1, g1, m1, v1 = (xp.ascontiguousarray(a).reshape(-1) for a in (w, g, m, v))
-        new, m_new, v_new = self.kernels.adam(w1, g1, m1, v1, k, decoupled, decay)
-        return new.reshape(w.shape), m_new.reshape(w.shape), v_new.reshape(w.shape)
+        """(new w, m, v) of one Adam/AdamW step in one launch (BKD-OPT-001), or None: the
+        caller then runs the specification's operations (:class:`~.fused.FusedOps`)."""
+        return self.fused.adam_update(w, g, m, v, constants, decoupled=decoupled, decay=decay)
 
     def rounding_counts(self, raw: Any, rounded: Any) -> Any | None:
-        """Device int64 [underflow, overflow] of gradient values ``raw`` rounded to
-        ``rounded`` in one launch (BKD-STA-001), or None (the caller counts with array
-        operations) without the kernel, under the ``numpy`` switch or for non-float32."""
-        xp = self.xp
-        if not (isinstance(self.kernels, StatKernels) and compiled_kernels()
-                and raw.dtype == xp.float32 and rounded.dtype == xp.float32):
-            return None
-        return self.kernels.rounding_counts(xp.ascontiguousarray(raw).reshape(-1),
-                                            xp.ascontiguousarray(rounded).reshape(-1))
+        """Device int64 [underflow, overflow] of rounded gradients in one launch
+        (BKD-STA-001), or None: the caller counts with array operations."""
+        return self.fused.rounding_counts(raw, rounded)
 
     def grad_counts(self, g: Any, scale: float) -> Any | None:
-        """Device int64 [nonzero, nonzero with fl32(|g| fl32(scale)) < 2^-25] in one
-        launch, or None as :meth:`rounding_counts`."""
-        xp = self.xp
-        if not (isinstance(self.kernels, StatKernels) and compiled_kernels()
-                and g.dtype == xp.float32):
-            return None
-        return self.kernels.grad_counts(xp.ascontiguousarray(g).reshape(-1), scale)
+        """Device int64 [nonzero, nonzero below 2^-25 once scaled] in one launch, or None."""
+        return self.fused.grad_counts(g, scale)
 
     def erf(self, x: Any) -> Any:
         """erf of a float64 device array, by the kernel set (cupyx on a GPU)."""
@@ -368,44 +271,18 @@ class DeviceBackend:
         xp = self.xp
         if x.dtype == xp.float64:
             return xp.sum(x, axis=axis, keepdims=keepdims)
-        axes = _cert.reduced_axes(x.ndim, axis)
-        length = math.prod(x.shape[ax] for ax in axes)
-        if not axes or not self._fused_exact("sum", length, x):  # (no axis reduced: x, -0 kept)
-            return _cert.sum_f32(x, axis, keepdims, xp=xp)
-        # the fused kernel sums rows: the reduced axes moved last and flattened
-        kept = [ax for ax in range(x.ndim) if ax not in axes]
-        moved = xp.moveaxis(x, axes, tuple(range(len(kept), x.ndim)))
-        rows = xp.ascontiguousarray(moved, dtype=xp.float64).reshape(
-            math.prod(x.shape[ax] for ax in kept), math.prod(x.shape[ax] for ax in axes))
-        assert isinstance(self.kernels, ExactKernels)  # _fused_exact said so
-        out = self.kernels.exact_rows(rows)
-        shape = [1 if ax in axes else x.shape[ax] for ax in range(x.ndim)] if keepdims \
-            else [x.shape[ax] for ax in kept]
-        return out.reshape(shape)
+        fused = self.fused.sum(x, axis, keepdims)
+        return fused if fused is not None else _cert.sum_f32(x, axis, keepdims, xp=xp)
 
     def segment_sum(self, x: Any, starts: Any) -> Any:
-        """Exactly rounded segment sums (``add.reduceat``, CuPy >= 12); float64 in float64."""
+        """Exactly rounded segment sums (``add.reduceat``, CuPy >= 12; BKD-RED-002);
+        float64 in float64."""
         xp = self.xp
         if x.dtype == xp.float64:
             return xp.add.reduceat(x, starts, axis=0)
-        starts = xp.asarray(starts)
-        n = x.shape[0] if x.ndim else 0
-        longest = n  # a bound on the longest segment: a row sum no longer than the rows
-        if (x.ndim < 1 or starts.ndim != 1 or starts.dtype.kind not in "iu"
-                or not 0 < starts.size <= n or not self._fused_exact("sum", longest, x)
-                or not self._segments_ok(starts, n)):
-            return _cert.segment_sum_f32(x, starts, xp=xp)  # (which names a bad start)
-        rows = xp.ascontiguousarray(x, dtype=xp.float64).reshape(n, -1)
-        assert isinstance(self.kernels, ExactKernels)  # _fused_exact said so
-        out = self.kernels.exact_segments(rows, xp.ascontiguousarray(starts, dtype=xp.int64))
-        return out.reshape((starts.size,) + tuple(x.shape[1:]))
-
-    def _segments_ok(self, starts: Any, n: int) -> bool:
-        """starts[0] == 0 and strictly increasing below n, read in one transfer."""
-        xp = self.xp
-        steps = xp.diff(xp.concatenate([starts.astype(xp.int64), xp.asarray([n], xp.int64)]))
-        first, smallest = self.to_numpy(xp.stack([starts[0].astype(xp.int64), steps.min()]))
-        return bool(first == 0 and smallest >= 1)
+        fused = self.fused.segment_sum(x, starts)
+        # the specification also names bad starts
+        return fused if fused is not None else _cert.segment_sum_f32(x, starts, xp=xp)
 
     # -- loss scaling ------------------------------------------------------------------------
     def scaler_row(self, state: ScalerState) -> Any:

@@ -102,7 +102,7 @@ def exact_crossover(be: Any, timed: Any) -> None:
     set from a measurement (the same bits either way)."""
     import cupy as cp
 
-    from ampref.backends.device import FUSED_EXACT_LIMITS
+    from ampref.backends.fused import FUSED_EXACT_LIMITS
 
     print(f"\nexact: fused kernel vs the specification's phases (limits now "
           f"{FUSED_EXACT_LIMITS})")

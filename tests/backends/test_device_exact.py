@@ -20,7 +20,8 @@ from strict_kernels import StrictHostKernels
 import ampref
 from ampref.accumulation import certified
 from ampref.backends import hostbuild
-from ampref.backends.device import DeviceBackend, ExactKernels
+from ampref.backends.device import DeviceBackend
+from ampref.backends.fused import ExactKernels
 
 pytestmark = pytest.mark.skipif(hostbuild.host_compiler() is None,
                                 reason="no C++ compiler for the host build of the kernels")
@@ -246,7 +247,7 @@ def test_work_above_the_fused_limits_runs_the_specifications_phases(
     both computed by the specification's phases (no fused call), equal to
     ``certified``'s results; at limits of 160 and 20 the fused kernel is called. Pass:
     bitwise equal, and the failure raised only at the higher limits."""
-    from ampref.backends import device as device_module
+    from ampref.backends import fused as fused_module
 
     a, b = _data(5, (4, 20), "ints"), _data(6, (20, 2), "ints")
 
@@ -254,16 +255,16 @@ def test_work_above_the_fused_limits_runs_the_specifications_phases(
         raise RuntimeError("fused kernel called")
     monkeypatch.setattr(device.kernels, "exact_gemm", boom)
     monkeypatch.setattr(device.kernels, "exact_rows", boom)
-    monkeypatch.setitem(device_module.FUSED_EXACT_LIMITS, "gemm", 159)
-    monkeypatch.setitem(device_module.FUSED_EXACT_LIMITS, "sum", 19)
+    monkeypatch.setitem(fused_module.FUSED_EXACT_LIMITS, "gemm", 159)
+    monkeypatch.setitem(fused_module.FUSED_EXACT_LIMITS, "sum", 19)
     with ampref.use_kernels("compiled"):
         assert _bits(_gemm(device, a, b)).tolist() == _bits(certified.matmul_f32(a, b)).tolist()
         got = np.asarray(device.to_numpy(device.sum(strictxp.asarray(a), 1)))
         assert _bits(got).tolist() == _bits(certified.sum_f32(a, 1)).tolist()
-        monkeypatch.setitem(device_module.FUSED_EXACT_LIMITS, "gemm", 160)
+        monkeypatch.setitem(fused_module.FUSED_EXACT_LIMITS, "gemm", 160)
         with pytest.raises(RuntimeError, match="fused"):
             _gemm(device, a, b)
-        monkeypatch.setitem(device_module.FUSED_EXACT_LIMITS, "sum", 20)
+        monkeypatch.setitem(fused_module.FUSED_EXACT_LIMITS, "sum", 20)
         with pytest.raises(RuntimeError, match="fused"):
             device.sum(strictxp.asarray(a), 1)
 

@@ -14,7 +14,8 @@ from strict_kernels import StrictHostKernels
 import ampref
 from ampref import backends, optim
 from ampref.backends import hostbuild
-from ampref.backends.device import DeviceBackend, OptimKernels
+from ampref.backends.device import DeviceBackend
+from ampref.backends.fused import OptimKernels
 
 pytestmark = pytest.mark.skipif(hostbuild.host_compiler() is None,
                                 reason="no C++ compiler for the host build of the kernels")

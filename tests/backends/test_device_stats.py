@@ -12,7 +12,8 @@ from strict_kernels import StrictHostKernels
 
 import ampref
 from ampref.backends import hostbuild
-from ampref.backends.device import DeviceBackend, StatKernels
+from ampref.backends.device import DeviceBackend
+from ampref.backends.fused import StatKernels
 
 pytestmark = pytest.mark.skipif(hostbuild.host_compiler() is None,
                                 reason="no C++ compiler for the host build of the kernels")
