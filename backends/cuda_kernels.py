@@ -33,6 +33,12 @@ class CudaKernels:
         except Exception:  # noqa: BLE001 - CuPy raises driver/runtime errors of several types
             return False
 
+    def device_name(self) -> str:
+        """The current CUDA device's name (as ``nvidia-smi`` shows it)."""
+        props = self.cp.cuda.runtime.getDeviceProperties(self.cp.cuda.Device().id)
+        name = props["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+
     def _module(self) -> Any:
         if self._mod is None:
             self._mod = self.cp.RawModule(code=device_source(),

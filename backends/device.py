@@ -117,6 +117,11 @@ class DeviceBackend:
     def to_numpy(self, x: Any) -> Any:
         return self.xp.asnumpy(x) if hasattr(self.xp, "asnumpy") else np.asarray(x)
 
+    def device_name(self) -> str:
+        """What runs the kernels: the GPU's name, or the kernel set's (a host build)."""
+        name = getattr(self.kernels, "device_name", None)
+        return str(name()) if callable(name) else f"{self.kernels.name} kernels"
+
     def device_ok(self) -> bool:
         check = getattr(self.kernels, "device_ok", None)
         return bool(check()) if callable(check) else True

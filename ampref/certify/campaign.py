@@ -29,7 +29,8 @@ from .binding import package_digest, reusable
 from .verify import VerifyResult, verify_block
 
 __all__ = ["Cell", "Chunk", "CHUNK_BITS", "matrix", "chunks", "run_chunk", "pending",
-           "run_campaign", "run_serial", "certificates", "fingerprint", "check_scheduler"]
+           "run_campaign", "run_serial", "certificates", "fingerprint", "check_scheduler",
+           "write_result"]
 
 #: a chunk covers 2^26 consecutive float32 bit patterns (64 chunks per cell)
 CHUNK_BITS = 26
@@ -143,25 +144,29 @@ def _path(results: Path, chunk: Chunk) -> Path:
     return results / chunk.cell.key / f"chunk_{chunk.index:03d}.json"
 
 
-def pending(cells: list[Cell], results: Path) -> list[Chunk]:
+def pending(cells: list[Cell], results: Path, backend: str = "numpy") -> list[Chunk]:
     """The chunks of ``cells`` to compute: no result file in ``results``, or one this
-    package may not reuse (another package digest or version, edited or incomplete:
-    computed again, never relabelled; CRT-CMP-002, CRT-BND-002)."""
+    package may not reuse (another package digest or version, another backend's
+    implementation under test, edited or incomplete: computed again, never relabelled;
+    CRT-CMP-002, CRT-BND-002)."""
     version = fingerprint()["ampref"]
-    return [ch for c in cells for ch in chunks(c) if not _reusable(_path(results, ch), version)]
+    return [ch for c in cells for ch in chunks(c)
+            if not _reusable(_path(results, ch), version, backend)]
 
 
-def _reusable(path: Path, version: str) -> bool:
+def _reusable(path: Path, version: str, backend: str) -> bool:
     if not path.exists():
         return False
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return False
-    return isinstance(rec, dict) and reusable(rec, version)
+    return isinstance(rec, dict) and reusable(rec, version) \
+        and rec["env"].get("backend", "numpy") == backend
 
 
-def _write(results: Path, chunk: Chunk, rec: dict[str, Any]) -> None:
+def write_result(results: Path, chunk: Chunk, rec: dict[str, Any]) -> None:
+    """Store one chunk's record (atomically: a failed write keeps the old file)."""
     p = _path(results, chunk)
     p.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(str(p), json.dumps(rec, indent=1) + "\n")
@@ -173,7 +178,7 @@ def run_serial(cells: list[Cell], results: str | Path) -> int:
     out = Path(results)
     todo = pending(cells, out)
     for ch in todo:
-        _write(out, ch, run_chunk(ch))
+        write_result(out, ch, run_chunk(ch))
     return len(todo)
 
 
@@ -239,7 +244,7 @@ def run_campaign(cells: list[Cell], results: str | Path, *, scheduler: str | Any
         futures = client.map(run_chunk, todo, pure=False, retries=3)
         index = {f.key: ch for f, ch in zip(futures, todo, strict=True)}
         for fut in as_completed(futures):
-            _write(out, index[fut.key], fut.result())
+            write_result(out, index[fut.key], fut.result())
             counts["run"] += 1
             bar.update(1)
         bar.close()

@@ -49,6 +49,12 @@ def _certify_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--stride must be an int >= 1, got {args.stride}")
     if args.scheduler is not None:
         check_scheduler(args.scheduler)
+    if args.backend is not None:
+        if args.scheduler is not None:
+            raise ValueError(f"--backend {args.backend} verifies the matrix on this "
+                             f"process's device; --scheduler belongs to host campaigns")
+        from .device_campaign import device_backend
+        device_backend(args.backend)
     for folder in args.import_results or []:
         if not Path(folder).is_dir():
             raise ValueError(f"--import-results: no such folder {folder!r}")
@@ -81,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     from .report import certify
 
     doc = certify(args.out, level=args.level, source=args.source, imports=args.import_results,
-                  scheduler=args.scheduler, stride=args.stride, pdf=args.pdf)
+                  scheduler=args.scheduler, stride=args.stride, pdf=args.pdf,
+                  backend=args.backend)
     print(f"ampref certify: {doc['status']}: {doc['headline']}")
     for p in doc["problems"]:
         print(f"  {p}")
@@ -121,4 +128,8 @@ def add_certify(sub: Any) -> None:
                         "--results DIR), shown with their own environments")
     c.add_argument("--scheduler", default=None,
                    help="run the matrix on Dask: local or tcp://HOST:PORT (default: in-process)")
+    c.add_argument("--backend", default=None, metavar="DEVICE",
+                   help="verify the matrix on a device backend (cupy): its CUDA rounding "
+                        "kernel against the float64 oracle on the GPU, chunk by chunk in "
+                        "this process; stochastic cells at a stride other than 1 on the host")
     c.set_defaults(func=run)

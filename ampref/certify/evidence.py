@@ -196,19 +196,24 @@ def determinism(out: Path, steps: int = 3) -> dict[str, Any]:
             "identical": same}
 
 
-def level_certificates(out: Path, strides: dict[str, int],
-                       scheduler: str | None) -> dict[str, int]:
+def level_certificates(out: Path, strides: dict[str, int], scheduler: str | None,
+                       backend: str | None = None) -> dict[str, int]:
     """Appendix A: the whole matrix, each format at its stride (``strides["default"]``
-    for formats not named), in-process chunk by chunk or on Dask with ``scheduler``;
-    resumes if ``out`` holds earlier chunks this package computed (CRT-BND-002).
-    Returns the chunks computed now and reused."""
+    for formats not named), in-process chunk by chunk, on Dask with ``scheduler``, or on
+    the device ``backend`` (CRT-DEV-001); resumes if ``out`` holds earlier chunks this
+    package computed on the same backend (CRT-BND-002). Returns the chunks computed now
+    and reused."""
     named = [f for f in strides if f != "default"]
     rest = [f for f in campaign.matrix_formats() if f not in named] if "default" in strides \
         else []
     cells = [c for f in named for c in campaign.matrix([f], stride=strides[f])]
     cells += campaign.matrix(rest, stride=strides["default"]) if rest else []
     total = len(cells) * len(campaign.chunks(cells[0])) if cells else 0
-    if scheduler is not None:
+    if backend is not None:
+        from .device_campaign import run_device
+
+        run = run_device(cells, out, backend)
+    elif scheduler is not None:
         run = campaign.run_campaign(cells, out, scheduler=scheduler, progress=False)["run"]
     else:
         run = campaign.run_serial(cells, out)

@@ -186,14 +186,16 @@ def _clause_cases(clauses: list[dict[str, Any]], cases: list[dict[str, Any]]) ->
 def certify(out: str | Path, *, level: str = "quick", source: str | Path | None = None,
             imports: list[str] | None = None, scheduler: str | None = None,
             pytest_args: list[str] | None = None, stride: int | None = None,
-            pdf: bool = False) -> dict[str, Any]:
+            pdf: bool = False, backend: str | None = None) -> dict[str, Any]:
     """Run everything and write ``out/certify.html`` and ``out/certify.json`` (and
     ``out/certify.pdf`` with ``pdf``); ``stride`` overrides the level's stride of the
-    certificate matrix.
+    certificate matrix; ``backend`` (a device backend, ``cupy``) verifies the matrix on
+    the device (CRT-DEV-001) instead of the host.
 
     Raises:
         ValueError: unknown level (choices named), no specs/tests folder, jinja2 or
-            markdown-it-py missing, no Chromium for ``pdf``.
+            markdown-it-py missing, no Chromium for ``pdf``, a backend that is not an
+            available device backend, or a backend with a scheduler.
     """
     # why long: the evidence pack's items in their report order, each one call
     if level not in LEVELS:
@@ -203,6 +205,12 @@ def certify(out: str | Path, *, level: str = "quick", source: str | Path | None 
     except ImportError as e:
         raise ValueError("certify renders HTML with jinja2: pip install 'ampref[certify]'") from e
     _markdown()
+    if backend is not None:
+        if scheduler is not None:
+            raise ValueError(f"--backend {backend} verifies the matrix on this process's "
+                             f"device; --scheduler {scheduler} belongs to host campaigns")
+        from .device_campaign import device_backend
+        device_backend(backend)  # refuse before the long run, not after it
     if pdf:
         from .pdf import browser
         browser()  # refuse before the long run, not after it
@@ -218,10 +226,10 @@ def certify(out: str | Path, *, level: str = "quick", source: str | Path | None 
     _clause_cases(clauses, cases)
     counts = {k: sum(c["status"] == k for c in clauses) for k in evidence.STATUSES}
     strides = LEVELS[level] if stride is None else {"default": stride}
-    if level == "full" and scheduler is None:
+    if level == "full" and scheduler is None and backend is None:
         scheduler = "local"  # the full matrix runs on the campaign machinery (resumable)
     own = dest / "certificates"
-    made = evidence.level_certificates(own, strides, scheduler)
+    made = evidence.level_certificates(own, strides, scheduler, backend)
     folders = [own, *(Path(p).resolve() for p in imports or [])]
     certs = [c for p in folders for c in campaign.certificates(p)]
     items = tests["items"]
