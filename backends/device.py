@@ -215,6 +215,8 @@ class DeviceBackend:
     def _batched(self, a: Any, b: Any, two_d: Any) -> Any:
         xp = self.xp
         lead = tuple(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+        if not lead:  # one GEMM: its own output, not a copy into another (M x N x 4 bytes)
+            return two_d(a, b)
         A = xp.broadcast_to(a, lead + tuple(a.shape[-2:]))
         B = xp.broadcast_to(b, lead + tuple(b.shape[-2:]))
         out = xp.empty(lead + (a.shape[-2], b.shape[-1]), dtype=xp.float32)
@@ -240,7 +242,8 @@ class DeviceBackend:
         assert isinstance(kernels, TensorCoreKernels)  # matmul routes here only then
         A = self._padded_codes(a, up(M), up(K), fmt)
         B = self._padded_codes(b, up(K), up(N), fmt)
-        return kernels.mma_chain(A, B, fmt.name)[:M, :N]
+        # contiguous (a copy only where padding was cut off), as a GEMM result elsewhere
+        return self.xp.ascontiguousarray(kernels.mma_chain(A, B, fmt.name)[:M, :N])
 
     def _gemm_ex(self, a: Any, b: Any, fmt: Format) -> Any:
         if fmt.name not in _MMA_FORMATS:
