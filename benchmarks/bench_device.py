@@ -93,7 +93,36 @@ def device_part(n: int, repeat: int) -> None:
               f"| chain kernel {flop / t_mma / 1e12:.2f} ({t_ref / t_mma:.3f}x) "
               f"| cupy fp32 {flop / t_f32 / 1e12:.1f} "
               f"| exact {flop / t_exact / 1e12:.2f} ({t_f32 / t_exact:.3f}x fp32)")
+    exact_memory(be)
     exact_crossover(be, timed)
+
+
+def exact_memory(be: Any) -> None:
+    """ENG-MM-003 on the device: the exact GEMM's memory at 4096^3 and 8192^3 (the CuPy
+    pool's bytes after one call from an empty pool: it keeps what it allocated, so this
+    is the peak held), as a multiple of operands + output, and its time."""
+    import time
+
+    import cupy as cp
+
+    pool = cp.get_default_memory_pool()
+    for M in (4096, 8192):
+        a, b = (be.quantize(cp.asarray(np.random.default_rng(s).standard_normal((M, M))
+                                       .astype(np.float32)), "fp16") for s in (1, 2))
+        base = 3 * M * M * 4  # a, b and the float32 output
+        pool.free_all_blocks()
+        held = pool.total_bytes()
+        t0 = time.perf_counter()
+        be.matmul(a, b, "exact", "float16")
+        cp.cuda.Device().synchronize()
+        dt = time.perf_counter() - t0
+        grew = pool.total_bytes() - held
+        print(f"exact {M}^3: {dt:.2f} s, {2 * M**3 / dt / 1e12:.2f} TFLOP/s, the pool grew "
+              f"{grew / 2**30:.2f} GiB during the call = {grew / base:.1f}x operands + output")
+        del a, b
+        if dt > 5.0:  # 8192^3 is 8x the work: leave the rest of the bench its time
+            print(f"exact {2 * M}^3 skipped (the {M}^3 call took {dt:.1f} s)")
+            break
 
 
 def exact_crossover(be: Any, timed: Any) -> None:
