@@ -287,10 +287,11 @@ class DeviceBackend:
         float64 in float64."""
         xp = self.xp
         if x.dtype == xp.float64:
-            return xp.add.reduceat(x, starts, axis=0)
+            return xp.add.reduceat(x, xp.asarray(starts), axis=0)
         fused = self.fused.segment_sum(x, starts)
         # the specification also names bad starts
-        return fused if fused is not None else _cert.segment_sum_f32(x, starts, xp=xp)
+        return fused if fused is not None else \
+            _cert.segment_sum_f32(x, xp.asarray(starts), xp=xp)
 
     # -- loss scaling ------------------------------------------------------------------------
     def scaler_row(self, state: ScalerState) -> Any:

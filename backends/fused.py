@@ -119,26 +119,22 @@ class FusedOps:
         return out.reshape(shape)
 
     def segment_sum(self, x: Any, starts: Any) -> Any | None:
-        """Exact segment sums of the rows of ``x`` after one transfer that checks the
-        starts; None for starts the specification must name (or rows past the limit)."""
+        """Exact segment sums of the rows of ``x``; the starts are checked on the host
+        (host starts, as the engine's embedding passes them, cost no transfer; device
+        starts one). None for starts the specification must name (or rows past the
+        limit)."""
         xp = self.xp
+        host = starts if isinstance(starts, np.ndarray) else None
         starts = xp.asarray(starts)
         n = x.shape[0] if x.ndim else 0
         # n bounds the longest segment: no row sum is longer than the rows
         if (x.ndim < 1 or starts.ndim != 1 or starts.dtype.kind not in "iu"
                 or not 0 < starts.size <= n or not self._exact_ok("sum", n, x)
-                or not self._segments_ok(starts, n)):
+                or not _segments_ok(host if host is not None else self.to_numpy(starts), n)):
             return None
         rows = xp.ascontiguousarray(x, dtype=xp.float64).reshape(n, -1)
         out = self.kernels.exact_segments(rows, xp.ascontiguousarray(starts, dtype=xp.int64))
         return out.reshape((starts.size,) + tuple(x.shape[1:]))
-
-    def _segments_ok(self, starts: Any, n: int) -> bool:
-        """starts[0] == 0 and strictly increasing below n, read in one transfer."""
-        xp = self.xp
-        steps = xp.diff(xp.concatenate([starts.astype(xp.int64), xp.asarray([n], xp.int64)]))
-        first, smallest = self.to_numpy(xp.stack([starts[0].astype(xp.int64), steps.min()]))
-        return bool(first == 0 and smallest >= 1)
 
     # -- optimizer and statistics --------------------------------------------------------
     def adam_update(self, w: Any, g: Any, m: Any, v: Any, constants: tuple[Any, ...], *,
@@ -174,3 +170,9 @@ class FusedOps:
                 and g.dtype == xp.float32):
             return None
         return self.kernels.grad_counts(xp.ascontiguousarray(g).reshape(-1), scale)
+
+
+def _segments_ok(starts: np.ndarray, n: int) -> bool:
+    """Host starts: starts[0] == 0 and strictly increasing below n."""
+    s = np.asarray(starts).astype(np.int64)
+    return bool(s[0] == 0 and np.all(np.diff(np.append(s, n)) >= 1))

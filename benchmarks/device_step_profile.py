@@ -6,7 +6,8 @@ Usage: python benchmarks/device_step_profile.py [--modes fp32 amp-fp16 amp-bf16]
 The device backend runs on the strict CuPy stand-in (tests/strictxp.py) with the host
 build of the kernels; every operation that makes new data (not a view, not its input
 handed back) counts as one launch, every scalar conversion or ``asnumpy`` as one
-synchronisation. The third step of the default
+synchronisation, and so does every operation whose output size depends on the data
+(a boolean mask, ``unique``, ``nonzero``: CuPy reads the size back). The third step of the default
 model is counted (the first two warm caches), once with the fused exact kernels (kernel
 switch ``compiled``, BKD-MM-005) and once with the specification's phases (``numpy``),
 side by side. Launch counts bound what a small model costs on a GPU (each costs several
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
-import traceback
 import weakref
 from collections import Counter
 from collections.abc import Iterator
@@ -45,22 +45,10 @@ class Tally:
         self.launches: Counter[str] = Counter()
         self.syncs: Counter[str] = Counter()
 
-    @staticmethod
-    def site() -> str:
-        for fr in reversed(traceback.extract_stack()[:-3]):
-            path = fr.filename.replace("\\", "/")
-            if "/ampref/" in path or "/backends/" in path:
-                tail = path.split("/ampref/")[-1] if "/ampref/" in path else path.split("/")[-1]
-                return f"{tail}:{fr.lineno} {fr.name}"
-        return "?"
-
-
 @contextmanager
 def counting(tally: Tally) -> Iterator[None]:
     """Count on strictxp while the block runs (its functions patched, then restored)."""
-    wrap, asnumpy = strictxp._wrap, strictxp.asnumpy
-    convs = {n: getattr(strictxp.DeviceArray, n) for n in ("__float__", "__int__", "__bool__")}
-
+    wrap = strictxp._wrap
     seen: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
     def counted_wrap(v: Any) -> Any:
@@ -69,29 +57,20 @@ def counting(tally: Tally) -> Iterator[None]:
         # back unchanged (ascontiguousarray of a contiguous one) cost none on a GPU
         if isinstance(out, strictxp.DeviceArray):
             if out._a.base is None and seen.get(id(out._a)) is not out._a:
-                tally.launches[Tally.site()] += 1
+                # the site below this hook and the strictxp function that made the data
+                tally.launches[strictxp.caller_site(2)] += 1
             seen[id(out._a)] = out._a
         return out
 
-    def counted_asnumpy(x: Any) -> Any:
-        tally.syncs[Tally.site()] += 1
-        return asnumpy(x)
+    def synced(site: str) -> None:
+        tally.syncs[site] += 1
 
-    def conv(name: str) -> Any:
-        def f(self: Any) -> Any:
-            tally.syncs[Tally.site()] += 1
-            return convs[name](self)
-        return f
-
-    strictxp._wrap, strictxp.asnumpy = counted_wrap, counted_asnumpy
-    for n in convs:
-        setattr(strictxp.DeviceArray, n, conv(n))
+    strictxp._wrap = counted_wrap
     try:
-        yield
+        with strictxp.on_sync(synced):
+            yield
     finally:
-        strictxp._wrap, strictxp.asnumpy = wrap, asnumpy
-        for n, f in convs.items():
-            setattr(strictxp.DeviceArray, n, f)
+        strictxp._wrap = wrap
 
 
 def profile(mode: str, kernels: str) -> Tally:

@@ -12,6 +12,9 @@ lacks, and CuPy's own numerics (those need a device; tests/test_cupy_backend.py)
 from __future__ import annotations
 
 import operator
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -244,3 +247,83 @@ def __getattr__(name: str) -> Any:
         return _wrap(attr(*_unwrap(args), **_unwrap(kwargs)))
     f.__name__ = name
     return f
+
+
+# ------------------------------------------------------------------ synchronisation hooks
+#: functions whose output size depends on the data (``where`` with one argument): CuPy
+#: reads that size back from the device before it can return
+DATA_SIZED = frozenset({"unique", "nonzero", "flatnonzero", "argwhere", "compress",
+                        "extract", "where"})
+
+
+def _masked(key: Any) -> bool:
+    keys = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, DeviceArray) and k._a.dtype == bool for k in keys)
+
+
+def caller_site(skip: int = 1) -> str:
+    """``path:line function`` of the innermost ampref frame (in ``ampref/`` or
+    ``backends/``) below this frame and the ``skip`` frames that called it, not counting a
+    backend's ``to_numpy`` (its caller is the site), else "?"."""
+    for fr in reversed(traceback.extract_stack()[:-(skip + 1)]):
+        path = fr.filename.replace("\\", "/")
+        if ("/ampref/" in path or "/backends/" in path) and fr.name != "to_numpy":
+            tail = path.split("/ampref/")[-1] if "/ampref/" in path else path.split("/")[-1]
+            return f"{tail}:{fr.lineno} {fr.name}"
+    return "?"
+
+
+@contextmanager
+def on_sync(hook: Callable[[str], None]) -> Iterator[None]:
+    """Call ``hook(site)`` wherever CuPy would synchronise with the host while the block
+    runs: an explicit ``asnumpy``, a scalar conversion (``int``, ``float``, ``bool``), and
+    every operation whose output size depends on the data (boolean-mask indexing or
+    assignment, :data:`DATA_SIZED`); ``site`` is the ampref frame that asked
+    (:func:`caller_site`)."""
+    g = globals()
+    saved_asnumpy, saved_attr = g["asnumpy"], g["__getattr__"]
+    saved = {n: DeviceArray.__dict__[n] for n in ("__float__", "__int__", "__bool__",
+                                                   "__getitem__", "__setitem__")}
+
+    def asnumpy_(x: Any) -> np.ndarray:
+        hook(caller_site())
+        return saved_asnumpy(x)
+
+    def conv(name: str) -> Callable[..., Any]:
+        def f(self: DeviceArray) -> Any:
+            hook(caller_site())
+            return saved[name](self)
+        return f
+
+    def getitem(self: DeviceArray, key: Any) -> Any:
+        if _masked(key):
+            hook(caller_site())
+        return saved["__getitem__"](self, key)
+
+    def setitem(self: DeviceArray, key: Any, value: Any) -> None:
+        if _masked(key):
+            hook(caller_site())
+        saved["__setitem__"](self, key, value)
+
+    def attr(name: str) -> Any:
+        f = saved_attr(name)
+        if name not in DATA_SIZED:
+            return f
+
+        def sized(*args: Any, **kwargs: Any) -> Any:
+            if name != "where" or len(args) + len(kwargs) == 1:
+                hook(caller_site())
+            return f(*args, **kwargs)
+        return sized
+
+    g["asnumpy"], g["__getattr__"] = asnumpy_, attr
+    for n in ("__float__", "__int__", "__bool__"):
+        setattr(DeviceArray, n, conv(n))
+    DeviceArray.__getitem__ = getitem  # type: ignore[method-assign]
+    DeviceArray.__setitem__ = setitem  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        g["asnumpy"], g["__getattr__"] = saved_asnumpy, saved_attr
+        for n, f in saved.items():
+            setattr(DeviceArray, n, f)

@@ -19,7 +19,7 @@ from ..indices import IndexTensor
 from ..tensor import Node, Tensor, is_grad_enabled, round_to
 
 __all__ = ["F32", "F64", "SCALAR_TYPES", "autocast_args", "autocast_inputs", "backend_of",
-           "check_tensor", "dims_of", "index_data", "one_dim", "expand_grad", "make",
+           "check_tensor", "dims_of", "host_index", "index_data", "one_dim", "expand_grad", "make",
            "nested_ops", "promote", "round_to", "shape_of", "sum_to", "to_format", "wide_math"]
 
 F32 = get_format("float32")
@@ -89,6 +89,20 @@ def index_data(v: Any) -> Any:
     """The array of an integer operand (targets, ids, index arrays): an integer tensor's
     data, a float tensor's data, or the value as given."""
     return v.data if isinstance(v, (Tensor, IndexTensor)) else v
+
+
+def host_index(be: Backend, v: Any) -> np.ndarray:
+    """An integer operand (ids, targets) as a host NumPy array: host data as given (no
+    copy), device data in one explicit transfer. Index checks (ranges, ignored
+    targets, grouping of equal ids) run on it, so a device backend learns them without
+    one synchronisation per check, and a host operand (the training loop's batches)
+    costs none."""
+    d = index_data(v)
+    if isinstance(d, np.ndarray):
+        return d
+    if hasattr(d, "dtype") and not isinstance(d, np.generic):  # a device array
+        return np.asarray(be.to_numpy(d))
+    return np.asarray(d)
 
 
 def dims_of(x: Tensor, dim: Any) -> tuple[int, ...]:

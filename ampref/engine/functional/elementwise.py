@@ -85,8 +85,11 @@ def _binary(op: str, input: Any, other: Any, forward: Forward, grads: Grads) -> 
     def bwd(g: Any) -> tuple[Any, ...]:
         with np.errstate(all="ignore"):
             ga, gb = grads(be, fmt, g, x, y)
-        return _grads_for(a, b, sum_to(be, ga, shape_of(x)),
-                          None if gb is None else sum_to(be, gb, shape_of(y)))
+        # only a tensor operand's gradient is reduced: a scalar's would be an exact sum
+        # of the whole gradient, computed to be dropped
+        return _grads_for(a, b, sum_to(be, ga, shape_of(x)) if isinstance(a, Tensor) else None,
+                          sum_to(be, gb, shape_of(y)) if isinstance(b, Tensor)
+                          and gb is not None else None)
     return make(be, out, fmt, op, _parents(a, b), bwd)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor, round_to, storage_dtype
-from .core import (autocast_args, autocast_inputs, check_tensor, index_data, make,
+from .core import (autocast_args, autocast_inputs, check_tensor, host_index, make,
                    nested_ops)
 from .elementwise import add, log, mul, neg, sub
 from .norms import log_softmax
@@ -31,8 +31,9 @@ def _reduction(op: str, reduction: Any) -> str:
     return str(reduction)
 
 
-def _targets(be: Any, logp: Tensor, target: Any, ignore_index: int) -> Any:
-    t = be.xp.asarray(index_data(target))
+def _targets(logp: Tensor, target: Any, ignore_index: int) -> np.ndarray:
+    """The targets as a host array, checked there (one transfer for device targets)."""
+    t = host_index(logp.backend, target)
     if logp.ndim != 2 or t.shape != (logp.shape[0],) or t.dtype.kind not in "iu":
         raise ValueError(f"nll_loss needs (N, C) log-probabilities and N integer targets, got "
                          f"{logp.shape} and {t.shape} ({t.dtype})")
@@ -56,10 +57,12 @@ def nll_loss(input: Tensor, target: Any, *, ignore_index: int = -100,
     red = _reduction("nll_loss", reduction)
     (logp,), _, _ = autocast_inputs("nll_loss", [logp])
     be, fmt = logp.backend, logp.format
-    t = _targets(be, logp, target, ignore_index)
+    xp = be.xp
+    # targets, their mask and count on the host: the device gets index arrays only
+    t = _targets(logp, target, ignore_index)
     valid = t != ignore_index
-    rows = be.xp.arange(logp.shape[0])
-    picked = be.xp.where(valid, logp.data[rows, be.xp.where(valid, t, 0)], 0)
+    rows = xp.arange(logp.shape[0])
+    picked = xp.where(xp.asarray(valid), logp.data[rows, xp.asarray(np.where(valid, t, 0))], 0)
     count = storage_dtype(fmt)(int(valid.sum())) if red == "mean" else storage_dtype(fmt)(1)
     with np.errstate(all="ignore"):
         if red == "none":
@@ -68,9 +71,10 @@ def nll_loss(input: Tensor, target: Any, *, ignore_index: int = -100,
             out = round_to(be, -be.sum(picked) / count, fmt)
 
     def bwd(g: Any) -> tuple[Any]:
-        grad = be.xp.zeros(logp.shape, dtype=g.dtype)
+        grad = xp.zeros(logp.shape, dtype=g.dtype)
+        counted = xp.asarray(np.flatnonzero(valid))
         with np.errstate(all="ignore"):
-            grad[rows[valid], t[valid]] = (-g[valid] if red == "none" else -g / count)
+            grad[counted, xp.asarray(t[valid])] = (-g[counted] if red == "none" else -g / count)
         return (grad,)
     return make(be, out, fmt, "nll_loss", [logp], bwd)
 
@@ -89,7 +93,7 @@ def cross_entropy(input: Tensor, target: Any, *, ignore_index: int = -100,
     logits = check_tensor(input, "cross_entropy")
     _reduction("cross_entropy", reduction)
     (logits,), _, listed = autocast_inputs("cross_entropy_loss", [logits])
-    t = logits.backend.xp.asarray(index_data(target))
+    t = host_index(logits.backend, target)
     with nested_ops(listed):
         flat = reshape(logits, (-1, logits.shape[-1]))
         out = nll_loss(log_softmax(flat, -1, dtype=flat.format), t.reshape(-1),

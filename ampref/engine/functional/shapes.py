@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor
-from .core import (autocast_inputs, backend_of, check_tensor, dims_of, index_data, make,
-                   one_dim, promote, sum_to, to_format)
+from .core import (autocast_inputs, backend_of, check_tensor, dims_of, host_index, index_data,
+                   make, one_dim, promote, sum_to, to_format)
 
 __all__ = ["broadcast_to", "concat", "embedding", "index", "reshape", "transpose"]
 
@@ -75,25 +75,26 @@ def embedding(input: Any, weight: Tensor) -> Tensor:
     weight = check_tensor(weight, "embedding")
     be = weight.backend
     xp = be.xp
-    ids_arr = xp.asarray(index_data(input))
-    if ids_arr.dtype.kind not in "iu":
-        raise TypeError(f"embedding ids must be integers, got dtype {ids_arr.dtype}")
+    # checked and grouped on the host (no device round trips); a copy, kept for backward
+    ids = np.array(host_index(be, input))
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"embedding ids must be integers, got dtype {ids.dtype}")
     V = weight.shape[0]
-    if ids_arr.size and (int(ids_arr.min()) < 0 or int(ids_arr.max()) >= V):
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= V):
         raise ValueError(f"embedding ids must lie in [0, {V}), got range "
-                         f"[{int(ids_arr.min())}, {int(ids_arr.max())}]")
-    out = weight.data[ids_arr]
+                         f"[{int(ids.min())}, {int(ids.max())}]")
+    out = weight.data[xp.asarray(ids)]
 
     def bwd(g: Any) -> tuple[Any]:
-        flat = ids_arr.reshape(-1)
+        flat = ids.reshape(-1)
         G = g.reshape(flat.size, -1)
         gw = xp.zeros((V, G.shape[1]), dtype=G.dtype)
         if flat.size:
             # tokens grouped by id (a stable sort), one exact sum per group
-            order = xp.argsort(flat, kind="stable")
-            present, starts = xp.unique(flat[order], return_index=True)
+            order = np.argsort(flat, kind="stable")
+            present, starts = np.unique(flat[order], return_index=True)
             # + 0.0 turns a -0 sum into +0: an embedding row's zero gradient is +0
-            gw[present] = be.segment_sum(G[order], starts) + 0.0
+            gw[xp.asarray(present)] = be.segment_sum(G[xp.asarray(order)], starts) + 0.0
         return (gw,)
     return make(be, out, weight.format, "embedding", [weight], bwd)
 
