@@ -12,15 +12,20 @@
 #    torch bridge's CUDA tests, from outside the checkout against the installed package
 #    (the XML is what `ampref certify --import-results` takes as GPU evidence);
 # 4. records.json + gemm_records.npz + autocast_traces.json (scripts/gpu_records.py):
-#    every library GEMM flavour on operands never recorded, against cublas:<gpu>; torch's
-#    real CUDA autocast traced op by op on the bridge's model zoo;
+#    every library GEMM flavour on operands never recorded, against cublas:<gpu>; cuBLAS
+#    fp16/bf16 against the chain kernel on large shapes (up to 4096^3); torch's real CUDA
+#    autocast traced op by op on the bridge's model zoo;
 # 5. bench.txt: benchmarks/bench_device.py (device kernels against CuPy in one run), then
 #    `ampref verify --backend cupy` over all 2^32 patterns of four fp16/bf16 cells
 #    (FMT-VER-004; the device certificate's time);
 # 6. train.txt: `python3 -m ampref train --backend cupy` final.npz hashes against the NumPy backend's,
 #    both run here (the default model, 160 steps, fp32 / amp-fp16 / amp-bf16).
-# Each step has its own time limit; a failing step is logged and the next one runs.
+# Each step has its own time limit, cut to what is left of the whole check's budget
+# (GPU_CHECK_BUDGET seconds, default 560: one call of the device tool may run 600 s); a
+# step with under 15 s left is skipped and logged; a failing step is logged and the
+# next one runs.
 set -uo pipefail
+budget=${GPU_CHECK_BUDGET:-560}
 root=$(pwd)
 out=$(realpath -m "${OUT:-runs/gpu}")
 mkdir -p "$out"
@@ -28,6 +33,11 @@ gpu=$(python3 -c "import torch; n = torch.cuda.get_device_name().lower() if torc
 status=0
 step() {  # step NAME SECONDS COMMAND...: run with a limit, log the exit status
   local name=$1 limit=$2; shift 2
+  local left=$((budget - SECONDS - 5))
+  if [ "$left" -lt 15 ]; then
+    echo "== $name: skipped, ${left}s left of the ${budget}s budget"; status=1; return
+  fi
+  [ "$limit" -le "$left" ] || limit=$left
   echo "== $name (limit ${limit}s)"
   local t0=$SECONDS
   timeout "$limit" "$@"; local rc=$?
@@ -65,7 +75,8 @@ step "gpu tests" 240 env AMPREF_TEST_INSTALLED=1 python3 -m pytest -q -rs -p no:
   "$root/tests/backends/test_device_exact.py" \
   "$root/tests/bridge/test_cuda_calls.py" > "$out/gpu_tests.log" 2>&1
 tail -n 3 "$out/gpu_tests.log"
-step "records" 240 python3 "$root/scripts/gpu_records.py" --out "$out" --device cuda --gpu "$gpu"
+step "records" 240 python3 "$root/scripts/gpu_records.py" --out "$out" --device cuda --gpu "$gpu" \
+  --part gemm,chain,autocast
 step "bench" 90 python3 "$root/benchmarks/bench_device.py" --n 4000000 --repeat 3 > "$out/bench.txt" 2>&1
 {
   # FMT-VER-004 through the CLI (toward-zero: the matrix below has the nearest-even cells)

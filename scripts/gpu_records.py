@@ -1,7 +1,8 @@
 """Record what a GPU computes and compare it with ampref's models, in one run (part of
 ``scripts/gpu_check.sh``; ``docs/gpu-validation.md`` says what each part found).
 
-    python3 scripts/gpu_records.py --out DIR [--device cuda|cpu] [--part gemm,splitk,autocast]
+    python3 scripts/gpu_records.py --out DIR [--device cuda|cpu]
+                                   [--part gemm,splitk,chain,autocast]
 
 Parts:
 
@@ -19,6 +20,9 @@ Parts:
   for each, the slice counts S in 1..64 for which ``cublas:<gpu>[:fast-accum]:split-k=S``
   reproduces every element (S is cuBLAS's heuristic choice; the rule is the slicing and
   the float32 reduction). Outputs to ``splitk_records.npz``.
+* ``chain`` (CUDA only): cuBLAS fp16/bf16 -> float32 against ampref's chain kernel
+  (``tensorcore:<gpu>``) on large shapes up to 4096^3, bitwise: the evidence a library
+  fast path for that model needs (:data:`CHAIN_SHAPES`).
 * ``autocast``: one training step of each model of ``tests/bridge/zoo.py`` under the real
   ``torch.autocast("cuda", dtype)``, its aten ops (name, output dtypes, floating input
   shapes) logged below autograd, to ``autocast_traces.json``: the oracle for ampref's
@@ -229,6 +233,49 @@ def part_splitk(dev: str, gpu: str, out: Path) -> dict[str, Any]:
     return summary
 
 
+#: large GEMMs where the library call would be the fast path of ``tensorcore:<gpu>``
+#: (issue 39: the chain kernel ran at 0.047x cuBLAS fp16 at 4096^3) if cuBLAS equals the
+#: chain on them; the small-M x N long-K shape is where cuBLAS splits K (ACC-LIB-006)
+CHAIN_SHAPES = ((128, 128, 128), (512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048),
+                (4096, 4096, 4096), (4096, 1024, 4096), (1024, 4096, 1024), (512, 768, 3072),
+                (64, 8192, 64))
+
+
+def part_chain(dev: str, gpu: str, out: Path) -> dict[str, Any]:
+    """cuBLAS fp16/bf16 -> float32 (``torch.mm``) against ampref's chain kernel on the
+    device (``tensorcore:<gpu>``, proven equal to the block-FMA model by the GPU tests)
+    on large shapes, bitwise: where they agree on every element, the shape class a
+    library fast path could serve. Fresh operands (``default_rng(13)``)."""
+    import cupy
+
+    import ampref
+    from ampref import backends
+
+    be = backends.get("cupy")
+    rng = np.random.default_rng(13)
+    summary: dict[str, Any] = {}
+    for m, k, n in CHAIN_SHAPES:
+        a32 = rng.standard_normal((m, k)).astype(np.float32)
+        b32 = rng.standard_normal((k, n)).astype(np.float32)
+        for fin, short in (("float16", "fp16"), ("bfloat16", "bf16")):
+            tag = f"{short} {m}x{k}x{n}"
+            a = ampref.quantize(a32, fin, saturate=True)
+            b = ampref.quantize(b32, fin, saturate=True)
+            t0 = time.time()
+            try:
+                lib = _mm(dev, fin, True)(a, b)
+                chain = cupy.asnumpy(be.matmul(cupy.asarray(a), cupy.asarray(b),
+                                               f"tensorcore:{gpu}", fin))
+            except Exception as e:  # noqa: BLE001 - record and go on
+                summary[tag] = f"not run: {type(e).__name__}: {str(e)[:120]}"
+                continue
+            bad = int(np.sum(np.asarray(lib, np.float32).view(np.uint32)
+                             != np.asarray(chain, np.float32).view(np.uint32)))
+            summary[tag] = f"{bad}/{lib.size} differ ({time.time() - t0:.1f} s)"
+            print(f"chain {tag}: cuBLAS vs tensorcore:{gpu} {summary[tag]}", flush=True)
+    return summary
+
+
 def part_autocast(dev: str, out: Path) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT / "tests" / "bridge"))
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -309,15 +356,19 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     parts = [p.strip() for p in args.part.split(",") if p.strip()]
-    unknown = sorted(set(parts) - {"gemm", "splitk", "autocast"})
+    unknown = sorted(set(parts) - {"gemm", "splitk", "chain", "autocast"})
     if unknown:
-        ap.error(f"unknown part(s) {', '.join(unknown)}; choose gemm, splitk, autocast")
+        ap.error(f"unknown part(s) {', '.join(unknown)}; choose gemm, splitk, chain, autocast")
     summary: dict[str, Any] = {"device": _device_name(args.device), "torch": torch.__version__,
                                "cuda": torch.version.cuda, "python": platform.python_version()}
     if "gemm" in parts:
         summary["gemm"] = part_gemm(args.device, args.gpu, out)
     if "splitk" in parts:
         summary["splitk"] = part_splitk(args.device, args.gpu, out)
+    if "chain" in parts:
+        if args.device != "cuda":
+            ap.error("--part chain needs --device cuda (the chain kernel runs on CuPy)")
+        summary["chain"] = part_chain(args.device, args.gpu, out)
     if "autocast" in parts:
         summary["autocast"] = part_autocast(args.device, out)
     (out / "records.json").write_text(json.dumps(summary, indent=1) + "\n")
