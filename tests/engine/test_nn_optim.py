@@ -119,6 +119,45 @@ def test_skipped_step_changes_nothing(cls: type) -> None:
     assert scaler.scale == 2.0**15 and scaler.audit_log()[-1]["action"] == "backoff"
 
 
+@pytest.mark.clause("ENG-OPT-001", "ENG-OPT-006")
+@pytest.mark.parametrize("kernels", ["numpy", "compiled"])
+@pytest.mark.parametrize("cls, kw", [
+    (optim.SGD, {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}),
+    (optim.SGD, {"lr": 0.1, "momentum": 0.9, "dampening": 0.5}),
+    (optim.Adam, {"lr": 0.01, "weight_decay": 0.01}),
+    (optim.AdamW, {"lr": 0.01})])
+def test_a_step_writes_new_weights_and_leaves_gradients_and_old_weights_alone(
+        cls: type, kw: dict[str, float], kernels: str) -> None:
+    """Inputs: an MLP (float32 parameters, so the optimizer works on the parameters'
+    own arrays and gradients: no copies are made for the update) stepped twice by each
+    optimizer under each kernel switch. Expected: after each step every gradient array
+    holds the words it held before, the parameters' previous arrays too (the step binds
+    new arrays), and the second step's momentum/moment buffers do not alias a gradient.
+    Pass: equal uint32 words (hex of the first difference)."""
+    model = nn.MLP([4, 5, 2], seed=0)
+    opt = cls(model.parameters(), **kw)
+    x = ampref.tensor(np.linspace(-1, 1, 12).reshape(3, 4))
+    with ampref.use_kernels(kernels):
+        for _ in range(2):
+            opt.zero_grad()
+            F.sum(model(x)).backward()
+            grads = [(p.grad, p.grad.copy()) for p in model.parameters()]
+            olds = [(p.data, p.data.copy()) for p in model.parameters()]
+            opt.step()
+            for i, (arr, words) in enumerate(grads + olds):
+                bad = np.flatnonzero(arr.view(np.uint32).ravel() != words.view(np.uint32).ravel())
+                what = f"gradient {i}" if i < len(grads) else f"old weights {i - len(grads)}"
+                assert not bad.size, (f"{cls.__name__}: {what} written by the step: word "
+                                      f"{bad[0]} {arr.view(np.uint32).ravel()[bad[0]]:08x}, "
+                                      f"was {words.view(np.uint32).ravel()[bad[0]]:08x}")
+            for p, (old, _) in zip(model.parameters(), olds, strict=True):
+                assert p.data is not old, f"{cls.__name__}: the step kept the old array"
+            for st in opt.state:
+                for v in st.values():
+                    assert not any(np.shares_memory(v, g) for g, _ in grads
+                                   if isinstance(v, np.ndarray) and v.ndim), cls.__name__
+
+
 @pytest.mark.clause("ENG-OPT-002")
 def test_o2_low_precision_weights_keep_float32_masters() -> None:
     """Inputs: a Linear cast to fp16, three SGD steps at lr 1e-4 with unit gradients.

@@ -117,8 +117,11 @@ class Optimizer:
         for i, p in enumerate(self.params):
             if p.grad is None:
                 continue
-            g = p.grad.astype(p.data.dtype if p.format.wide else np.float32)
-            w = self.master[i] if self.master[i] is not None else p.data.astype(g.dtype)
+            # no copies where the dtype already fits: every _update computes new arrays and
+            # never writes into w or g (on a device each copy is a launch per parameter)
+            g = p.grad.astype(p.data.dtype if p.format.wide else np.float32, copy=False)
+            w = self.master[i] if self.master[i] is not None else \
+                p.data.astype(g.dtype, copy=False)
             with np.errstate(all="ignore"):
                 new = self._update(i, w, g)
             if self.master[i] is not None:
@@ -189,7 +192,7 @@ class Optimizer:
 def _store(p: Tensor, new: Any) -> Any:
     """Write updated values into the parameter's format (nearest-even)."""
     if p.format.covers_float32:
-        return new.astype(p.data.dtype)
+        return new.astype(p.data.dtype, copy=False)  # new is the update's own array
     return p.backend.asarray(p.backend.quantize(new.astype(np.float32), p.format), dtype=np.float32)
 
 
