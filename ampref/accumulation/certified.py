@@ -124,21 +124,28 @@ def _gemm_rows(a_t: Any, b64: Any, nb: Any, qb: Any, precision: int, budget: int
         na = row_norm_bounds(a64, xp)
         qa = quantum_bound(a_t, -1, precision, xp=xp)
         u, v = range_factors(na, nb, qa, qb, xp)
-        if xp.max(u) * xp.max(v) * (1 + 2.0**-40) <= 1.0:
+        # both range tests' products in one transfer (on a device each read of a value is
+        # a host synchronisation); the same float64 products, compared on the host
+        widest, narrowest = to_host(xp, xp.stack([xp.max(u) * xp.max(v),
+                                                  xp.min(u) * xp.min(v)])).tolist()
+        if widest * (1 + 2.0**-40) <= 1.0:
             # every partial sum of every element is exact in float64 (the common case
             # for fp16/bf16 operands): rounding r once is the answer, NaN/inf included
             STATS.elements += r.size
             return r.astype(xp.float32)
         e = (na * gamma2(K + 2) * 2.0)[..., :, None] * nb[..., None, :]
-        if xp.min(u) * xp.min(v) <= 1.0:
+        if narrowest <= 1.0:
             exact = (u[..., :, None] * v[..., None, :]) * (1 + 2.0**-40) <= 1.0
             e = xp.where(exact, 0.0, e)
     out, bad = certify(r, e, xp)
     del e
-    if int(bad.sum()) * 32 > max(r.size, 2048):
+    undecided = int(bad.sum())
+    if undecided * 32 > max(r.size, 2048):
         STATS.elements -= r.size  # the same elements, certified again with the GEMM bound
         with np.errstate(over="ignore", invalid="ignore"):
             out, bad = certify(r, tight_bound(a64, b64, qa, qb, xp), xp)
+    elif not undecided:  # known without a second read of ``bad``
+        return out
     _resolve_gemm(out, bad, a64, b64, budget, xp)
     return out
 
@@ -148,10 +155,10 @@ def _resolve_gemm(out: Any, bad: Any, a64: Any, b64: Any, budget: int,
     """Phases 4-6 for the elements ``bad`` of a GEMM: their own terms, summed exactly, in
     batches of at most ``budget`` terms (all of them at once could take K times the
     output's memory: 8.6 GB more at 4096^3 on the GPU)."""
-    if not bad.any():
+    idx = xp.nonzero(bad)  # one read of the data-sized result, no separate test
+    if not idx[0].size:
         return
     K = a64.shape[-1]
-    idx = xp.nonzero(bad)
     ab = xp.broadcast_to(a64, out.shape[:-1] + (K,))
     bt = xp.broadcast_to(xp.swapaxes(b64, -1, -2), out.shape[:-2] + (out.shape[-1], K))
     step = max(1, budget // K)
@@ -159,7 +166,7 @@ def _resolve_gemm(out: Any, bad: Any, a64: Any, b64: Any, budget: int,
         part = tuple(ix[s:s + step] for ix in idx)
         terms = ab[part[:-2] + (part[-2],)] * bt[part[:-2] + (part[-1],)]
         got = xp.empty(int(part[0].size), dtype=xp.float32)
-        resolve(got, xp.ones(got.shape, dtype=bool), terms, xp)
+        resolve(got, None, terms, xp)
         out[part] = got
 
 

@@ -86,14 +86,18 @@ def fits(total: Any, qexp: Any, xp: Any = np) -> Any:
 
 
 def resolve(out: Any, bad: Any, terms: npt.NDArray[np.float64], xp: Any = np) -> None:
-    """Fill ``out[bad]`` with fl32 of the exact row sums of ``terms`` (rows = bad elements)."""
+    """Fill ``out[bad]`` with fl32 of the exact row sums of ``terms`` (rows = bad elements;
+    ``bad`` None: every element of ``out``, without a mask to read back on a device)."""
     exact, ok = exact_by_range(terms, xp)
     with np.errstate(over="ignore"):
         r32 = exact.astype(xp.float32)
-    if not ok.all():
-        rest = xp.flatnonzero(~ok)
+    rest = xp.flatnonzero(~ok)  # one read of the data-sized result, no separate test
+    if rest.size:
         r32[rest] = refine(terms[rest], xp)
-    out[bad] = r32
+    if bad is None:
+        out[...] = r32
+    else:
+        out[bad] = r32
 
 
 def refine(terms: npt.NDArray[np.float64], xp: Any = np) -> npt.NDArray[np.float32]:
@@ -120,10 +124,14 @@ def refine(terms: npt.NDArray[np.float64], xp: Any = np) -> npt.NDArray[np.float
     e = (2.0 * _U * xp.abs(res) + gamma2(n + 2) ** 2 * xp.sum(xp.abs(terms), axis=1)) * 2.0
     r32, still = certify(res, e, xp)
     STATS.elements -= res.size  # the same elements, counted once
-    for i in to_host(xp, xp.flatnonzero(still)):
-        # the integer fallback runs on the host (a handful of elements per thousands)
-        r32[int(i)] = xp.float32(round_odd_exact(to_host(xp, terms[int(i)])))
-    STATS.fallbacks += int(still.sum())
+    # the integer fallback runs on the host (a handful of elements per thousands): their
+    # rows come over in one transfer and their results go back in one
+    idx = to_host(xp, xp.flatnonzero(still))
+    if idx.size:
+        rows = to_host(xp, terms[xp.asarray(idx)])
+        r32[xp.asarray(idx)] = xp.asarray(
+            np.array([round_odd_exact(row) for row in rows], dtype=np.float32))
+    STATS.fallbacks += int(idx.size)
     return r32
 
 

@@ -120,3 +120,35 @@ def test_bad_device_targets_are_named_after_their_one_transfer(device: DeviceBac
         _lm_loss(BACKEND, IDS, strictxp.asarray(np.where(TARGETS == 10, 11, TARGETS)))
     with pytest.raises(ValueError, match=r"ids must lie in \[0, 11\), got range \[-2, 10\]"):
         _lm_loss(BACKEND, strictxp.asarray(np.where(IDS == 0, -2, IDS)), TARGETS)
+
+
+def _phases_gemm_syncs(device: DeviceBackend, a: np.ndarray, b: np.ndarray) -> tuple[int, Any]:
+    """Synchronisations of one exact GEMM through the specification's phases (the
+    ``numpy`` kernel switch, as GEMMs past FUSED_EXACT_LIMITS run), and its result."""
+    seen: list[str] = []
+    with ampref.use_kernels("numpy"), strictxp.on_sync(seen.append):
+        out = device.matmul(strictxp.asarray(a), strictxp.asarray(b))
+    return len(seen), device.to_numpy(out)
+
+
+@pytest.mark.clause("BKD-SYN-001", "BKD-MM-001")
+@pytest.mark.parametrize("rows", [1, 3, 40])
+def test_the_exact_gemm_phases_read_the_device_a_fixed_number_of_times(
+        device: DeviceBackend, rows: int) -> None:
+    """Inputs: ``rows`` rows [1, 2^-24, 2^-80] times a column of ones on the device
+    backend's phase path: every element's float64 sum lands on the float32 tie
+    1 + 2^-24, so every element goes through the range tests, the certification, the
+    compensated refinement and the integer fallback; and an fp16-valued GEMM (exact by
+    range). Expected: fl32(1 + 2^-24 + 2^-80) = 1 + 2^-23 (0x3f800001, the rational
+    value rounded once) in every element; the tie GEMM's synchronisations the same for
+    every ``rows`` (batched reads, not one per undecided element), at most 8; the
+    exact-by-range GEMM one. Pass: words equal; counts as stated."""
+    a = np.tile(np.array([1.0, 2.0**-24, 2.0**-80], np.float32), (rows, 1))
+    n, out = _phases_gemm_syncs(device, a, np.ones((3, 2), np.float32))
+    words = np.asarray(out, np.float32).view(np.uint32)
+    assert np.all(words == 0x3F800001), f"got {words.ravel()[0]:08x}, want 3f800001"
+    n_one, _ = _phases_gemm_syncs(device, a[:1], np.ones((3, 2), np.float32))
+    assert n == n_one <= 8, f"{rows} rows: {n} synchronisations, 1 row: {n_one}"
+    n_range, _ = _phases_gemm_syncs(device, np.ones((4, 8), np.float32),
+                                    np.ones((8, 3), np.float32))
+    assert n_range == 1, f"exact by range: {n_range} synchronisations"
