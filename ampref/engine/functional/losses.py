@@ -70,11 +70,15 @@ def nll_loss(input: Tensor, target: Any, *, ignore_index: int = -100,
         else:
             out = round_to(be, -be.sum(picked) / count, fmt)
 
+    # the counted rows and their classes, copied now (a caller may reuse its targets
+    # array before backward)
+    counted, classes = np.flatnonzero(valid), t[valid]
+
     def bwd(g: Any) -> tuple[Any]:
         grad = xp.zeros(logp.shape, dtype=g.dtype)
-        counted = xp.asarray(np.flatnonzero(valid))
+        rows_d = xp.asarray(counted)
         with np.errstate(all="ignore"):
-            grad[counted, xp.asarray(t[valid])] = (-g[counted] if red == "none" else -g / count)
+            grad[rows_d, xp.asarray(classes)] = (-g[rows_d] if red == "none" else -g / count)
         return (grad,)
     return make(be, out, fmt, "nll_loss", [logp], bwd)
 
