@@ -132,20 +132,23 @@ def _nll_rows(logp: torch.Tensor, target: torch.Tensor, ignore: int) -> tuple[An
 
 def _nll(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """-logp[i, t_i]; mean = fl_out(fl32(-fl32(exact sum) / n_valid)), sum likewise
-    without the division, none per row (ignored rows 0). Class weights: not emulated."""
+    without the division, none per row (ignored rows +0). A zero sum is +0 (torch
+    accumulates the negated terms from +0), as the engine's ``nll_loss``. Class weights:
+    not emulated."""
     logp, target, weight, reduction, ignore = args
     if weight is not None:
         raise NotImplementedError("ampref.torch: nll_loss with class weights")
     out = meta(func, args, kw)
     lp, t, valid = _nll_rows(logp, target, ignore)
-    picked = np.where(valid, lp[np.arange(t.size), np.where(valid, t, 0)], np.float32(0))
+    # exact negations; ignored rows +0 (not the negation of a +0)
+    losses = np.where(valid, -lp[np.arange(t.size), np.where(valid, t, 0)], np.float32(0))
     n = int(valid.sum())
     if reduction == 0:
-        res = -picked
+        res = losses
     else:
-        s = certified.sum_f32(picked.astype(np.float32))
+        s = certified.sum_f32(losses.astype(np.float32)) + np.float32(0)  # a zero is +0
         with np.errstate(all="ignore"):
-            res = -s / np.float32(n) if reduction == 1 else -s
+            res = s / np.float32(n) if reduction == 1 else s
     return from_numpy(np.asarray(res).reshape(out[0].shape), out[0].dtype), \
         from_numpy(np.float32(n), out[1].dtype)
 

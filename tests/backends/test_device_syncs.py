@@ -152,3 +152,46 @@ def test_the_exact_gemm_phases_read_the_device_a_fixed_number_of_times(
     n_range, _ = _phases_gemm_syncs(device, np.ones((4, 8), np.float32),
                                     np.ones((8, 3), np.float32))
     assert n_range == 1, f"exact by range: {n_range} synchronisations"
+
+
+#: (log-probabilities, targets): few-bit dyadic values (every sum exact in float32, so
+#: torch's summation order cannot matter) with two ignored rows; +0 and -0 at the
+#: targets (a zero sum); every target ignored
+NLL_CASES = {
+    "dyadic": (-np.arange(1, 25, dtype=np.float32).reshape(6, 4) / 8,
+               np.array([2, -1, 0, 3, -1, 1])),
+    "signed zeros": (np.array([[0.0, -1], [-0.0, -2], [0.0, -3]], np.float32),
+                     np.array([0, 0, -1])),
+    "all ignored": (np.full((3, 2), -0.5, np.float32), np.array([-1, -1, -1]))}
+
+
+@pytest.mark.clause("ENG-RED-001", "BKD-SYN-001")
+@pytest.mark.parametrize("case", sorted(NLL_CASES))
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("be", ["numpy", BACKEND])
+def test_nll_loss_with_ignored_targets_is_torchs_in_every_reduction(
+        device: DeviceBackend, be: str, reduction: str, case: str) -> None:
+    """Inputs: each NLL_CASES case (ignore_index -1), each reduction, on the NumPy
+    backend and the device backend (host targets); backward with an upstream gradient
+    of 1 (``none``: 1/2, 1, 3/2, ... per row). Expected: torch's ``nll_loss`` forward
+    (ignored rows +0, a zero sum +0, NaN for the mean of nothing) and its input gradient
+    (float32, CPU). Pass: equal uint32 words."""
+    torch = pytest.importorskip("torch")
+    logp, target = NLL_CASES[case]
+    up = (np.arange(1, len(target) + 1, dtype=np.float32) / 2 if reduction == "none"
+          else np.float32(1))
+    x = ampref.tensor(logp, requires_grad=True, backend=be)
+    out = F.nll_loss(x, target, ignore_index=-1, reduction=reduction)
+    F.sum(F.mul(out, ampref.tensor(up, backend=be))).backward()
+    tx = torch.tensor(logp, requires_grad=True)
+    tout = torch.nn.functional.nll_loss(tx, torch.tensor(target), ignore_index=-1,
+                                        reduction=reduction)
+    (tout * torch.tensor(up)).sum().backward()
+    b = backends.get(be)
+    for what, got, want in (("loss", b.to_numpy(out.data), tout.detach().numpy()),
+                            ("grad", b.to_numpy(x.grad.data), tx.grad.numpy())):
+        gw = np.asarray(got, np.float32).view(np.uint32).ravel()
+        ww = np.asarray(want, np.float32).view(np.uint32).ravel()
+        assert gw.tolist() == ww.tolist(), (f"{be} {reduction} {case} {what}: "
+                                            f"{[f'{w:08x}' for w in gw]} want "
+                                            f"{[f'{w:08x}' for w in ww]}")

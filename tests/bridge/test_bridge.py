@@ -130,6 +130,28 @@ def test_cross_entropy_ignores_the_ignore_index_as_torch_does() -> None:
     assert_bitwise_equal(np.float32(got.item()), want.numpy())
 
 
+@pytest.mark.clause("TRC-NN-003")
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("logp, target", [
+    (np.array([[0.0, -1], [-0.0, -2], [0.0, -3]], np.float32), [0, 0, -1]),
+    (np.full((3, 2), -0.5, np.float32), [-1, -1, -1]),
+    (-np.arange(1, 13, dtype=np.float32).reshape(4, 3) / 8, [2, -1, 0, 1])],
+    ids=["signed zeros", "all ignored", "dyadic"])
+def test_nll_loss_zeros_and_ignored_rows_are_torchs(logp: np.ndarray, target: list[int],
+                                                   reduction: str) -> None:
+    """Inputs: log-probabilities with +0/-0 at the targets, only ignored targets, and
+    few-bit dyadic values (sums exact in any order), ignore_index -1, each reduction,
+    under emulate. Expected: torch's own nll_loss: ignored rows +0, exact negations,
+    a zero sum +0, the mean of nothing NaN. Pass: equal uint32 words."""
+    tl, tt = torch.from_numpy(logp), torch.tensor(target)
+    want = torch.nn.functional.nll_loss(tl, tt, ignore_index=-1, reduction=reduction)
+    with at.emulate():
+        got = torch.nn.functional.nll_loss(tl, tt, ignore_index=-1, reduction=reduction)
+    g, w = (np.asarray(v.numpy(), np.float32).view(np.uint32).ravel().tolist()
+            for v in (got, want))
+    assert g == w, f"{[f'{x:08x}' for x in g]} want {[f'{x:08x}' for x in w]}"
+
+
 class Cumulative(torch.nn.Module):  # type: ignore[misc,name-defined]
     def __init__(self) -> None:
         super().__init__()

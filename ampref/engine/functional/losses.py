@@ -48,11 +48,13 @@ def _targets(logp: Tensor, target: Any, ignore_index: int) -> np.ndarray:
 
 def nll_loss(input: Tensor, target: Any, *, ignore_index: int = -100,
              reduction: str = "mean") -> Tensor:
-    """loss_i = -logp[i, target_i] for targets other than ``ignore_index`` (0 for
+    """loss_i = -logp[i, target_i] for targets other than ``ignore_index`` (+0 for
     ignored ones); ``mean`` = fl_out(fl32(-fl32(exact sum) / count)) over the counted
     targets (NaN when none counts, as torch), ``sum`` = fl_out(fl32(-exact sum)),
-    ``none`` = the N losses (exact negations). Autocast name ``nll_loss`` (fp32 under
-    both torch policies)."""
+    ``none`` = the N losses (exact negations, so -0 where logp is +0). A zero sum is +0
+    whatever the signs of its terms, as torch, which accumulates the negated terms from
+    +0 (so ``mean`` and ``sum`` of only ignored targets, or of log-probabilities 0, are
+    NaN and +0, never -0). Autocast name ``nll_loss`` (fp32 under both torch policies)."""
     logp = check_tensor(input, "nll_loss")
     red = _reduction("nll_loss", reduction)
     (logp,), _, _ = autocast_inputs("nll_loss", [logp])
@@ -62,13 +64,17 @@ def nll_loss(input: Tensor, target: Any, *, ignore_index: int = -100,
     t = _targets(logp, target, ignore_index)
     valid = t != ignore_index
     rows = xp.arange(logp.shape[0])
-    picked = xp.where(xp.asarray(valid), logp.data[rows, xp.asarray(np.where(valid, t, 0))], 0)
     count = storage_dtype(fmt)(int(valid.sum())) if red == "mean" else storage_dtype(fmt)(1)
     with np.errstate(all="ignore"):
+        # exact negations; an ignored row +0 (a negated +0 would be torch's -0 there)
+        losses = xp.where(xp.asarray(valid),
+                          -logp.data[rows, xp.asarray(np.where(valid, t, 0))], 0)
         if red == "none":
-            out = round_to(be, -picked, fmt)
+            out = round_to(be, losses, fmt)
         else:
-            out = round_to(be, -be.sum(picked) / count, fmt)
+            total = be.sum(losses)  # fl32(-exact sum): round-to-nearest is sign-symmetric
+            # + (+0): a zero total is +0, as torch's accumulation from +0 gives it
+            out = round_to(be, (total + total.dtype.type(0)) / count, fmt)
 
     # the counted rows and their classes, copied now (a caller may reuse its targets
     # array before backward)
