@@ -12,8 +12,8 @@ import numpy as np
 
 from ..tensor import Tensor, round_to, storage_dtype
 from .core import (autocast_args, autocast_inputs, check_tensor, host_index, make,
-                   nested_ops)
-from .elementwise import add, log, mul, neg, sub
+                   nested_ops, wide_math)
+from .elementwise import mul, sub
 from .norms import log_softmax
 from .reductions import mean
 from .shapes import reshape
@@ -120,10 +120,58 @@ def mse_loss(input: Tensor, target: Any) -> Tensor:
         return mean(mul(d, d))
 
 
-def binary_cross_entropy(input: Tensor, target: Any) -> Tensor:
-    """-mean(y ln p + (1 - y) ln(1 - p)). Banned under torch-cuda autocast (raises with
-    torch's advice); fp32 under torch-cpu."""
-    (p, y), _, listed = autocast_args("binary_cross_entropy",
-                                      check_tensor(input, "binary_cross_entropy"), target)
-    with nested_ops(listed):
-        return neg(mean(add(mul(y, log(p)), mul(sub(1.0, y), log(sub(1.0, p))))))
+#: torch's floor under the backward's denominator (1 - p) p, a float32 constant
+_BCE_EPS = np.float32(1e-12)
+
+
+def binary_cross_entropy(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor:
+    """torch's ``binary_cross_entropy`` (BCELoss): l_i = (y - 1)·max(ln(1 - p), -100) -
+    y·max(ln p, -100), then ``mean`` (fl_out(fl32(exact sum) / n)), ``sum`` or ``none``.
+
+    As torch, the logs are clamped at -100, so p = 0 or 1 give finite losses (100 where
+    the label disagrees, ±0 where it agrees: -0 for p = y = 1, as torch) instead of NaN;
+    p outside [0, 1] or NaN gives NaN (torch raises). The logs (ln p, and ln(1 - p) as
+    log1p(-p)) are evaluated in float64 and rounded to float32; the rest runs in torch's
+    float32 operations in torch's order, so a loss is torch's up to its libm's last-bit
+    log. Backward, also torch's float32 sequence: d/dp = g·(p - y) / max((1 - p)·p,
+    1e-12) (then / n for the mean: ±1e12-scale slopes at p = 0 or 1, not inf), d/dy =
+    -g·ln(p / (1 - p)) (torch's ``logit``, unclamped: ±inf at p = 0 or 1). ``target``: an
+    ampref Tensor of the input's shape, or a real number. Banned under torch-cuda
+    autocast (raises with torch's advice); fp32 under torch-cpu."""
+    red = _reduction("binary_cross_entropy", reduction)
+    (p, y), _, _ = autocast_args("binary_cross_entropy",
+                                 check_tensor(input, "binary_cross_entropy"), target)
+    if isinstance(y, Tensor) and y.shape != p.shape:
+        raise ValueError(f"binary_cross_entropy: target shape {y.shape} must equal the "
+                         f"input shape {p.shape} (torch requires the same size)")
+    be, fmt = p.backend, p.format
+    xp = be.xp
+    work = xp.float64 if fmt.wide else xp.float32  # torch's arithmetic dtype
+    pv = xp.asarray(p.data, dtype=work)
+    yv = xp.asarray(y.data, dtype=work) if isinstance(y, Tensor) else work(y)
+    one = work(1)
+    with np.errstate(all="ignore"):
+        lo = xp.maximum(wide_math(be, fmt, lambda m, v: m.log1p(-v), pv), work(-100))
+        hi = xp.maximum(wide_math(be, fmt, lambda m, v: m.log(v), pv), work(-100))
+        losses = (yv - one) * lo - yv * hi
+        n = work(p.data.size)
+        if red == "none":
+            out = round_to(be, losses, fmt)
+        else:
+            total = be.sum(xp.asarray(losses, dtype=p.data.dtype))
+            out = round_to(be, total / n if red == "mean" else total, fmt)
+
+    def bwd(g: Any) -> tuple[Any, ...]:
+        gv = xp.asarray(g, dtype=work)
+        with np.errstate(all="ignore"):
+            gp = gv * (pv - yv) / xp.maximum((one - pv) * pv, work(_BCE_EPS))
+            logit = wide_math(be, fmt, lambda m, v: m.log(v), pv / (one - pv))
+            gy = -logit * gv
+            if red == "mean":
+                gp, gy = gp / n, gy / n
+        grads = [gp.astype(p.data.dtype)]
+        if isinstance(y, Tensor):
+            grads.append(xp.broadcast_to(gy, y.shape).astype(y.data.dtype))
+        return tuple(grads)
+    parents = [p] + ([y] if isinstance(y, Tensor) else [])
+    return make(be, out, fmt, "binary_cross_entropy", parents, bwd)
