@@ -121,3 +121,44 @@ def test_binary_cross_entropy_refuses_a_target_of_another_shape() -> None:
     with pytest.raises(ValueError,
                        match=r"target shape \(2, 2\) must equal the input shape \(4,\)"):
         F.binary_cross_entropy(ampref.tensor(np.full(4, 0.5)), ampref.tensor(np.ones((2, 2))))
+
+
+#: inputs and targets of few-bit dyadic values (every square and every sum exact, so
+#: torch's summation order cannot decide), with a signed zero and equal pairs
+MSE_X = np.array([0.5, -1.25, 3, 0, -0.0, 2.5, -4, 0.75], np.float32)
+MSE_Y = np.array([0.25, -1.25, -1, -0.0, 0, 0.5, 1, 0.75], np.float32)
+
+
+@pytest.mark.clause("ENG-LOS-001")
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("be", ["numpy", DEVICE])
+def test_mse_loss_and_its_gradients_are_torchs(device: Any, be: str, reduction: str) -> None:
+    """Inputs: MSE_X against MSE_Y (both requiring gradients), each reduction, on the
+    NumPy and device backends; backward of sum(output * w), w = 0.3..2.1 per element
+    (``none``) or 0.7, and on 1,000 random normal pairs. Expected: torch's ``mse_loss``
+    in float32 on the CPU: losses, input gradient fl(fl(c (x - y)) g) and target gradient
+    with (y - x), c = fl32(2 / n) for the mean. Pass: equal words on the dyadic values;
+    on the random ones equal gradient words (forward sums may differ from torch's
+    summation order there, so only the gradients are compared)."""
+    rng = np.random.default_rng(5)
+    for x, y, whole in ((MSE_X, MSE_Y, True),
+                        (rng.standard_normal(1000).astype(np.float32),
+                         rng.standard_normal(1000).astype(np.float32), False)):
+        up = np.linspace(0.3, 2.1, x.size, dtype=np.float32) if reduction == "none" \
+            else np.float32(0.7)
+        X = ampref.tensor(x, requires_grad=True, backend=be)
+        Y = ampref.tensor(y, requires_grad=True, backend=be)
+        out = F.mse_loss(X, Y, reduction=reduction)
+        F.sum(F.mul(out, ampref.tensor(up, backend=be))).backward()
+        tx, ty = torch.tensor(x, requires_grad=True), torch.tensor(y, requires_grad=True)
+        tout = torch.nn.functional.mse_loss(tx, ty, reduction=reduction)
+        (tout * torch.tensor(up)).sum().backward()
+        b = backends.get(be)
+        pairs = [("input grad", X.grad.data, tx.grad.numpy()),
+                 ("target grad", Y.grad.data, ty.grad.numpy())]
+        if whole:
+            pairs.append(("loss", out.data, tout.detach().numpy()))
+        for what, got, want in pairs:
+            assert _words(b.to_numpy(got)) == _words(want), (
+                f"{be} {reduction} {what}: {_words(b.to_numpy(got))[:6]} want "
+                f"{_words(want)[:6]}")

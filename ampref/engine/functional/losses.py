@@ -11,11 +11,9 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor, round_to, storage_dtype
-from .core import (autocast_args, autocast_inputs, check_tensor, host_index, make,
-                   nested_ops, wide_math)
-from .elementwise import mul, sub
+from .core import (SCALAR_TYPES, autocast_args, autocast_inputs, check_tensor, host_index,
+                   make, nested_ops, wide_math)
 from .norms import log_softmax
-from .reductions import mean
 from .shapes import reshape
 
 __all__ = ["binary_cross_entropy", "cross_entropy", "mse_loss", "nll_loss"]
@@ -112,12 +110,55 @@ def cross_entropy(input: Tensor, target: Any, *, ignore_index: int = -100,
         return reshape(out, t.shape) if reduction == "none" else out
 
 
-def mse_loss(input: Tensor, target: Any) -> Tensor:
-    """mean((a - b)^2) with the sub/mul/mean rules. Autocast name ``mse_loss`` (fp32)."""
-    (a, b), _, listed = autocast_args("mse_loss", check_tensor(input, "mse_loss"), target)
-    with nested_ops(listed):
-        d = sub(a, b)
-        return mean(mul(d, d))
+def mse_loss(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor:
+    """torch's ``mse_loss``: l_i = fl(fl(a - b)^2), then ``mean`` (fl_out(fl32(exact sum) /
+    n)), ``sum`` or ``none``. Backward in torch's float32 operations and order:
+    fl(fl(c·(a - b))·g) with c = fl32(2 / n) for the mean, 2 otherwise, and the same with
+    (b - a) for a tensor target. NaN and inf propagate as in those operations. ``target``:
+    an ampref Tensor of the input's shape, or a real number. Autocast name ``mse_loss``
+    (fp32)."""
+    red = _reduction("mse_loss", reduction)
+    (a, b), _, _ = autocast_args("mse_loss", check_tensor(input, "mse_loss"), target)
+    _check_target("mse_loss", b, a)
+    be, fmt = a.backend, a.format
+    xp = be.xp
+    work = xp.float64 if fmt.wide else xp.float32
+    av = xp.asarray(a.data, dtype=work)
+    bv = xp.asarray(b.data, dtype=work) if isinstance(b, Tensor) else work(b)
+    with np.errstate(all="ignore"):
+        d = av - bv
+        out = _reduced(be, d * d, red, fmt, a.data.dtype)
+    c = work(2.0 / a.data.size) if red == "mean" else work(2)
+
+    def bwd(g: Any) -> tuple[Any, ...]:
+        gv = xp.asarray(g, dtype=work)
+        with np.errstate(all="ignore"):
+            grads = [(c * (av - bv) * gv).astype(a.data.dtype)]
+            if isinstance(b, Tensor):
+                grads.append((c * (bv - av) * gv).astype(b.data.dtype))
+        return tuple(grads)
+    return make(be, out, fmt, "mse_loss", [a] + ([b] if isinstance(b, Tensor) else []), bwd)
+
+
+def _check_target(op: str, target: Any, input: Tensor) -> None:
+    """A loss target: an ampref Tensor of the input's shape, or a real number."""
+    if isinstance(target, Tensor):
+        if target.shape != input.shape:
+            raise ValueError(f"{op}: target shape {target.shape} must equal the input shape "
+                             f"{input.shape} (ampref does not broadcast a loss's target)")
+    elif isinstance(target, bool) or not isinstance(target, SCALAR_TYPES):
+        raise TypeError(f"{op}: target must be an ampref.Tensor or a real number, got "
+                        f"{type(target).__name__}")
+
+
+def _reduced(be: Any, losses: Any, red: str, fmt: Any, dtype: Any) -> Any:
+    """Per-element losses reduced as the engine's reductions: ``none`` as they are,
+    ``sum`` fl32(exact sum), ``mean`` fl32(fl32(exact sum) / n); then rounded to ``fmt``."""
+    if red == "none":
+        return round_to(be, losses, fmt)
+    total = be.sum(be.xp.asarray(losses, dtype=dtype))
+    n = total.dtype.type(losses.size)
+    return round_to(be, total / n if red == "mean" else total, fmt)
 
 
 #: torch's floor under the backward's denominator (1 - p) p, a float32 constant
@@ -141,9 +182,7 @@ def binary_cross_entropy(input: Tensor, target: Any, *, reduction: str = "mean")
     red = _reduction("binary_cross_entropy", reduction)
     (p, y), _, _ = autocast_args("binary_cross_entropy",
                                  check_tensor(input, "binary_cross_entropy"), target)
-    if isinstance(y, Tensor) and y.shape != p.shape:
-        raise ValueError(f"binary_cross_entropy: target shape {y.shape} must equal the "
-                         f"input shape {p.shape} (torch requires the same size)")
+    _check_target("binary_cross_entropy", y, p)
     be, fmt = p.backend, p.format
     xp = be.xp
     work = xp.float64 if fmt.wide else xp.float32  # torch's arithmetic dtype
@@ -153,13 +192,8 @@ def binary_cross_entropy(input: Tensor, target: Any, *, reduction: str = "mean")
     with np.errstate(all="ignore"):
         lo = xp.maximum(wide_math(be, fmt, lambda m, v: m.log1p(-v), pv), work(-100))
         hi = xp.maximum(wide_math(be, fmt, lambda m, v: m.log(v), pv), work(-100))
-        losses = (yv - one) * lo - yv * hi
-        n = work(p.data.size)
-        if red == "none":
-            out = round_to(be, losses, fmt)
-        else:
-            total = be.sum(xp.asarray(losses, dtype=p.data.dtype))
-            out = round_to(be, total / n if red == "mean" else total, fmt)
+        out = _reduced(be, (yv - one) * lo - yv * hi, red, fmt, p.data.dtype)
+    n = work(p.data.size)
 
     def bwd(g: Any) -> tuple[Any, ...]:
         gv = xp.asarray(g, dtype=work)
