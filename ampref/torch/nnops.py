@@ -167,16 +167,21 @@ def _nll_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> 
     return from_numpy(grad.reshape(logp.shape), logp.dtype)
 
 
+#: aten's reduction codes
+_REDUCTION = {0: "none", 1: "mean", 2: "sum"}
+
+
 def _mse(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """The engine's ``mse_loss`` (torch's definition, ENG-LOS-001) in every reduction."""
     x, y = args[:2]
-    if (args[2] if len(args) > 2 else kw.get("reduction", 1)) != 1:
-        raise NotImplementedError("ampref.torch: mse_loss is emulated for reduction='mean'")
-    return as_torch(forward(F.mse_loss, x, y), meta(func, args, kw).dtype)
+    red = _REDUCTION[int(args[2] if len(args) > 2 else kw.get("reduction", 1))]
+    return as_torch(forward(F.mse_loss, x, y, reduction=red), meta(func, args, kw).dtype)
 
 
 def _mse_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     g, x, y = args[:3]
-    return replay(F.mse_loss, [x, y], [True, False], g)[0]
+    red = _REDUCTION[int(args[3] if len(args) > 3 else kw.get("reduction", 1))]
+    return replay(F.mse_loss, [x, y], [True, False], g, reduction=red)[0]
 
 
 # -- attention, embedding -------------------------------------------------------------

@@ -152,6 +152,32 @@ def test_nll_loss_zeros_and_ignored_rows_are_torchs(logp: np.ndarray, target: li
     assert g == w, f"{[f'{x:08x}' for x in g]} want {[f'{x:08x}' for x in w]}"
 
 
+@pytest.mark.clause("TRC-NN-005", "ENG-LOS-001")
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_under_emulate_is_torchs_in_every_reduction(reduction: str) -> None:
+    """Inputs: 8 few-bit dyadic inputs (exact squares and sums) against targets, each
+    reduction, forward and the input gradient of sum(loss * w) (w = 0.3..2.1 or 0.7),
+    under emulate and in torch. Expected: equal. Pass: equal uint32 words."""
+    x = np.array([0.5, -1.25, 3, 0, -0.0, 2.5, -4, 0.75], np.float32)
+    y = np.array([0.25, -1.25, -1, -0.0, 0, 0.5, 1, 0.75], np.float32)
+    up = torch.tensor(np.linspace(0.3, 2.1, 8, dtype=np.float32) if reduction == "none"
+                      else np.float32(0.7))
+    got: list[list[int]] = []
+    want: list[list[int]] = []
+    for out, ctx in ((got, at.emulate()), (want, None)):
+        tx = torch.tensor(x, requires_grad=True)
+        if ctx is not None:
+            with ctx:
+                loss = torch.nn.functional.mse_loss(tx, torch.tensor(y), reduction=reduction)
+                (loss * up).sum().backward()
+        else:
+            loss = torch.nn.functional.mse_loss(tx, torch.tensor(y), reduction=reduction)
+            (loss * up).sum().backward()
+        out += [np.asarray(v, np.float32).view(np.uint32).ravel().tolist()
+                for v in (loss.detach().numpy(), tx.grad.numpy())]
+    assert got == want, f"{reduction}: {got} want {want}"
+
+
 class Cumulative(torch.nn.Module):  # type: ignore[misc,name-defined]
     def __init__(self) -> None:
         super().__init__()
