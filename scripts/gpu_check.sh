@@ -26,6 +26,10 @@
 # next one runs.
 set -uo pipefail
 budget=${GPU_CHECK_BUDGET:-560}
+if ! [[ "$budget" =~ ^[0-9]+$ ]]; then
+  echo "gpu_check: GPU_CHECK_BUDGET must be a whole number of seconds (default 560), got '$budget'"
+  exit 2
+fi
 root=$(pwd)
 out=$(realpath -m "${OUT:-runs/gpu}")
 mkdir -p "$out"

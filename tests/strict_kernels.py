@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 import strictxp
 
+from ampref import backends
 from ampref.backends import hostbuild
+from ampref.backends.device import DeviceBackend
 
 
 class StrictHostKernels:
@@ -57,3 +59,11 @@ class StrictHostKernels:
 
     def scaler_update(self, row: Any, cfg_d: np.ndarray, cfg_i: np.ndarray) -> None:
         self.k.scaler_update(row._a, cfg_d, cfg_i)
+
+
+def strict_device(name: str) -> DeviceBackend:
+    """The device backend on the strict stand-in with a fresh host build of the kernels,
+    registered under ``name`` (a test module's own name keeps its state apart)."""
+    be = DeviceBackend(strictxp, StrictHostKernels(hostbuild.HostKernels()), name)
+    backends.register(name, be)
+    return be

@@ -10,12 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 import strictxp
-from strict_kernels import StrictHostKernels
+from strict_kernels import strict_device
 
 import ampref
 import ampref.engine.functional as F
-from ampref import backends
-from ampref.backends import hostbuild
 from ampref.backends.device import DeviceBackend
 
 BACKEND = "cupy-host-syncs"
@@ -23,9 +21,7 @@ BACKEND = "cupy-host-syncs"
 
 @pytest.fixture(scope="module")
 def device() -> DeviceBackend:
-    be = DeviceBackend(strictxp, StrictHostKernels(hostbuild.HostKernels()), BACKEND)
-    backends.register(BACKEND, be)
-    return be
+    return strict_device(BACKEND)
 
 
 def _syncs(run: Any) -> Counter[str]:

@@ -9,13 +9,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-import strictxp
-from strict_kernels import StrictHostKernels
+from strict_kernels import strict_device
 
 import ampref
 import ampref.engine.functional as F
 from ampref import backends
-from ampref.backends import hostbuild
 from ampref.backends.device import DeviceBackend
 
 torch = pytest.importorskip("torch")
@@ -24,9 +22,7 @@ DEVICE = "cupy-host-losses"
 
 @pytest.fixture(scope="module")
 def device() -> DeviceBackend:
-    be = DeviceBackend(strictxp, StrictHostKernels(hostbuild.HostKernels()), DEVICE)
-    backends.register(DEVICE, be)
-    return be
+    return strict_device(DEVICE)
 
 
 def _words(a: Any) -> list[str]:
