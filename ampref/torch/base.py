@@ -61,9 +61,23 @@ class UnsupportedOpError(NotImplementedError):
 
 def passes_through(func: Any, name: str, handler: Any, args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> bool:
-    """An op both modes hand to torch unchanged: no ampref handler and exact (views,
-    copies) or without a floating-point output (integer, bool and index ops)."""
-    return handler is None and (name in EXACT or not _floating_output(func, args, kwargs))
+    """An op both modes hand to torch unchanged: one without ampref handler that is exact
+    (views, copies), and any op without a floating-point output (integer, bool and index
+    ops: ``sum`` of a bool mask, as cross entropy with label smoothing counts its
+    targets), whose results involve no rounding."""
+    if handler is None:
+        return name in EXACT or not _floating_output(func, args, kwargs)
+    # a floating operand makes the output floating for every handled op: skip the meta call
+    return not _has_float(args, kwargs) and not _floating_output(func, args, kwargs)
+
+
+def _has_float(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a floating tensor is among the operands (lists of tensors included)."""
+    for a in (*args, *kwargs.values()):
+        items = a if isinstance(a, (list, tuple)) else (a,)
+        if any(is_float(t) for t in items):
+            return True
+    return False
 
 
 def _floating_output(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

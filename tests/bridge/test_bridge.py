@@ -5,6 +5,7 @@ CPU tensors against the recorded torch autocast table (TRC-*)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -128,6 +129,51 @@ def test_cross_entropy_ignores_the_ignore_index_as_torch_does() -> None:
     keep = (target != -1).numpy()
     want = F.cross_entropy(ampref.tensor(logits.numpy()[keep]), target.numpy()[keep])
     assert_bitwise_equal(np.float32(got.item()), want.numpy())
+
+
+@pytest.mark.clause("TRC-EMU-001")
+@pytest.mark.parametrize("name", ["sum", "sum of a mask", "mm", "add", "mul", "mean of counts"])
+def test_ops_without_a_floating_output_are_torchs_even_where_ampref_has_a_handler(
+        name: str) -> None:
+    """Inputs: integer and bool tensors (values past 2^53, where a float64 detour rounds)
+    through ops ampref handles for floating tensors, under emulate(fallback='error').
+    Expected: torch's own result and dtype (no rounding is involved). Pass: torch.equal
+    and equal dtypes."""
+    a = torch.tensor([2**62 + 1, 3, -5])
+    m = torch.tensor([True, False, True])
+    ops = {"sum": lambda: a.sum(), "sum of a mask": lambda: m.sum(),
+           "mm": lambda: a[None] @ a[:, None] // 2**40, "add": lambda: a + 1,
+           "mul": lambda: a * 3, "mean of counts": lambda: m.sum().float().mean()}
+    want = ops[name]()
+    with at.emulate(fallback="error"):
+        got = ops[name]()
+    assert got.dtype == want.dtype and torch.equal(got, want), f"{name}: {got} want {want}"
+
+
+@pytest.mark.clause("TRC-EMU-001", "TRC-NN-003")
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_with_label_smoothing_is_emulated_and_near_torch(
+        reduction: str) -> None:
+    """Inputs: 6x5 random logits, targets with one ignore_index row, label_smoothing 0.1,
+    each reduction, loss and input gradient of sum(loss), under emulate(fallback='error')
+    (torch counts the kept targets with an integer sum: it used to raise TypeError).
+    Expected: every op emulated; each value within 4 float32 ulps of the array's largest
+    magnitude of torch's (the two differ only in the roundings of the class sums and the
+    softmax, relative to the terms summed, not to a gradient that cancels). Pass: all."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    target = torch.tensor([0, 1, 4, 2, -100, 3])
+    outs = []
+    for emulated in (True, False):
+        tx = torch.tensor(x, requires_grad=True)
+        with at.emulate(fallback="error") if emulated else contextlib.nullcontext():
+            loss = torch.nn.functional.cross_entropy(tx, target, label_smoothing=0.1,
+                                                     reduction=reduction)
+            loss.sum().backward()
+        outs.append((loss.detach().numpy(), tx.grad.numpy()))
+    for got, want in zip(outs[0], outs[1]):
+        ulps = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want).max())
+        assert ulps.max() <= 4, f"{reduction}: {got} want {want}, {ulps.max()} ulps"
 
 
 @pytest.mark.clause("TRC-NN-003")
