@@ -129,10 +129,13 @@ def _gelu(x: Any, approximate: str = "none") -> Any:
 
 
 def _clamp(x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - aten's names
+    """torch's clamp: x unless it lies strictly beyond a bound (so a zero bound keeps x's
+    sign: clamp(-0, min=0) = -0), NaN stays NaN. np.maximum would return the bound on a
+    tie, +0 for -0."""
     if min is not None:
-        x = np.where(np.isnan(x), x, np.maximum(x, min))
+        x = np.where(x < min, min, x)
     if max is not None:
-        x = np.where(np.isnan(x), x, np.minimum(x, max))
+        x = np.where(x > max, max, x)
     return x
 
 
@@ -144,7 +147,7 @@ _FORMULAS: dict[str, Callable[..., Any]] = {
     "sigmoid": _wide(lambda v: 0.5 * (1.0 + np.tanh(0.5 * v))),
     "sqrt": _wide(np.sqrt), "rsqrt": _wide(lambda v: 1.0 / np.sqrt(v)),
     "gelu": _gelu, "silu": _wide(lambda v: v * (0.5 * (1.0 + np.tanh(0.5 * v)))),
-    "relu": lambda x: np.where(np.isnan(x), x, np.maximum(x, x.dtype.type(0))),
+    "relu": lambda x: _clamp(x, min=x.dtype.type(0)),
     "pow": _wide(np.power), "lerp": _lerp, "addcmul": _addcmul, "addcdiv": _addcdiv,
     "clamp": _clamp, "clamp_min": lambda x, m: _clamp(x, min=m),
     "clamp_max": lambda x, m: _clamp(x, max=m),
@@ -153,7 +156,8 @@ _FORMULAS: dict[str, Callable[..., Any]] = {
     "silu_backward": lambda g, x: g * _wide(
         lambda v: (lambda s: s * (1.0 + v * (1.0 - s)))(0.5 * (1.0 + np.tanh(0.5 * v))))(x),
     "sigmoid_backward": lambda g, y: g * (y * (y.dtype.type(1) - y)),
-    "threshold_backward": lambda g, x, t: np.where(x > t, g, g.dtype.type(0)),
+    # torch: x <= t ? 0 : g, so a NaN input passes its gradient
+    "threshold_backward": lambda g, x, t: np.where(x <= t, g.dtype.type(0), g),
     "masked_fill": lambda x, m, v: np.where(m, v, x),
 }
 

@@ -171,7 +171,7 @@ def test_cross_entropy_with_label_smoothing_is_emulated_and_near_torch(
                                                      reduction=reduction)
             loss.sum().backward()
         outs.append((loss.detach().numpy(), tx.grad.numpy()))
-    for got, want in zip(outs[0], outs[1]):
+    for got, want in zip(outs[0], outs[1], strict=True):
         ulps = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want).max())
         assert ulps.max() <= 4, f"{reduction}: {got} want {want}, {ulps.max()} ulps"
 

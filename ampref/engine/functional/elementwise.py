@@ -200,9 +200,13 @@ def sigmoid(input: Tensor) -> Tensor:
 
 
 def relu(input: Tensor) -> Tensor:
-    """max(x, 0) (exact); relu(NaN) = NaN; derivative 0 at x <= 0."""
-    return _unary("relu", input, lambda xp, v: xp.maximum(v, v.dtype.type(0)),
-                  lambda g, x, y: g * (x > 0), exact=True)
+    """0 where x < 0, else x (exact; torch's definition): relu(-0) = -0, relu(NaN) = NaN.
+    The gradient is 0 where x <= 0 and g elsewhere, NaN included, selected rather than
+    multiplied, so an inf or NaN gradient at x <= 0 gives 0 (torch's threshold_backward;
+    ``g * (x > 0)`` would give NaN there)."""
+    xp = check_tensor(input, "relu").backend.xp
+    return _unary("relu", input, lambda xp_, v: xp_.where(v < 0, v.dtype.type(0), v),
+                  lambda g, x, y: xp.where(x <= 0, g.dtype.type(0), g), exact=True)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
