@@ -17,6 +17,7 @@ from ampref.accumulation.registry import resolve
 
 from .convert import is_float, meta
 from .nnops import NN
+from .activations import ACTIVATIONS
 from .normops import NORMS
 from .pointwise import POINTWISE
 from .report import Report
@@ -26,7 +27,7 @@ __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "p
            "supported_ops"]
 
 #: aten ops ampref computes (overload packet name -> handler)
-HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **NN, **NORMS, **RNN}
+HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **NN, **NORMS, **RNN}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
@@ -42,7 +43,7 @@ EXACT = frozenset({
     "max_pool2d_with_indices", "slice_backward", "select_backward", "eq", "ne", "lt", "gt",
     "le", "ge", "logical_not", "logical_and", "logical_or", "isnan", "isinf", "isfinite",
     "any", "all", "sort", "topk", "repeat", "flip", "roll", "scatter", "_to_copy_int",
-    "detach_", "set_", "resize_", "sign", "_record_function_enter_new",
+    "detach_", "set_", "resize_", "sign", "sgn", "_record_function_enter_new",
     "_record_function_exit", "view_as", "expand_as", "masked_select", "nonzero",
     "transpose_", "t_", "squeeze_", "unsqueeze_", "unsafe_split", "unsafe_split_with_sizes",
     "unsafe_chunk", "chunk", "narrow", "movedim", "swapaxes", "diagonal", "new_empty_strided",

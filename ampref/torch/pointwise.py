@@ -19,11 +19,12 @@ import numpy as np
 import torch
 from scipy.special import erf
 
+from ampref.common.smoothfn import sigmoid as sigmoid64
 from ampref.scaling.machine import ScalerConfig, ScalerState, transition
 
 from .convert import from_numpy, is_float, meta, to_numpy
 
-__all__ = ["POINTWISE"]
+__all__ = ["POINTWISE", "clamp", "pointwise", "wide"]
 
 Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -46,7 +47,7 @@ def _operands(args: tuple[Any, ...], cf: Any) -> list[Any]:
     return vals
 
 
-def _wide(fn: Callable[..., Any]) -> Callable[..., Any]:
+def wide(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Evaluate ``fn`` in float64 and round to float32 (kept in float64 for float64)."""
     def run(*xs: Any) -> Any:
         dt = xs[0].dtype if hasattr(xs[0], "dtype") else np.float32
@@ -124,11 +125,11 @@ def _addcdiv(x: Any, t1: Any, t2: Any, value: Any = 1) -> Any:
 def _gelu(x: Any, approximate: str = "none") -> Any:
     if approximate == "tanh":
         c = math.sqrt(2.0 / math.pi)
-        return _wide(lambda v: 0.5 * v * (1.0 + np.tanh(c * (v + 0.044715 * v**3))))(x)
-    return _wide(lambda v: 0.5 * v * (1.0 + erf(v / math.sqrt(2.0))))(x)
+        return wide(lambda v: 0.5 * v * (1.0 + np.tanh(c * (v + 0.044715 * v**3))))(x)
+    return wide(lambda v: 0.5 * v * (1.0 + erf(v / math.sqrt(2.0))))(x)
 
 
-def _clamp(x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - aten's names
+def clamp(x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - aten's names
     """torch's clamp: x unless it lies strictly beyond a bound (so a zero bound keeps x's
     sign: clamp(-0, min=0) = -0), NaN stays NaN. np.maximum would return the bound on a
     tie, +0 for -0."""
@@ -143,18 +144,18 @@ _FORMULAS: dict[str, Callable[..., Any]] = {
     "add": _add, "sub": _sub, "rsub": lambda x, y, alpha=1: _sub(y, x, alpha),
     "mul": lambda x, y: x * y, "div": _div, "neg": lambda x: -x, "abs": np.abs,
     "reciprocal": lambda x: x.dtype.type(1) / x,
-    "exp": _wide(np.exp), "log": _wide(np.log), "tanh": _wide(np.tanh),
-    "sigmoid": _wide(lambda v: 0.5 * (1.0 + np.tanh(0.5 * v))),
-    "sqrt": _wide(np.sqrt), "rsqrt": _wide(lambda v: 1.0 / np.sqrt(v)),
-    "gelu": _gelu, "silu": _wide(lambda v: v * (0.5 * (1.0 + np.tanh(0.5 * v)))),
-    "relu": lambda x: _clamp(x, min=x.dtype.type(0)),
-    "pow": _wide(np.power), "lerp": _lerp, "addcmul": _addcmul, "addcdiv": _addcdiv,
-    "clamp": _clamp, "clamp_min": lambda x, m: _clamp(x, min=m),
-    "clamp_max": lambda x, m: _clamp(x, max=m),
+    "exp": wide(np.exp), "log": wide(np.log), "tanh": wide(np.tanh),
+    "sigmoid": wide(lambda v: sigmoid64(np, v)),
+    "sqrt": wide(np.sqrt), "rsqrt": wide(lambda v: 1.0 / np.sqrt(v)),
+    "gelu": _gelu, "silu": wide(lambda v: v * sigmoid64(np, v)),
+    "relu": lambda x: clamp(x, min=x.dtype.type(0)),
+    "pow": wide(np.power), "lerp": _lerp, "addcmul": _addcmul, "addcdiv": _addcdiv,
+    "clamp": clamp, "clamp_min": lambda x, m: clamp(x, min=m),
+    "clamp_max": lambda x, m: clamp(x, max=m),
     "maximum": np.maximum, "minimum": np.minimum, "where": lambda c, x, y: np.where(c, x, y),
     "tanh_backward": lambda g, y: g * (y.dtype.type(1) - y * y),
-    "silu_backward": lambda g, x: g * _wide(
-        lambda v: (lambda s: s * (1.0 + v * (1.0 - s)))(0.5 * (1.0 + np.tanh(0.5 * v))))(x),
+    "silu_backward": lambda g, x: g * wide(
+        lambda v: (lambda s: s * (1.0 + v * (1.0 - s)))(sigmoid64(np, v)))(x),
     "sigmoid_backward": lambda g, y: g * (y * (y.dtype.type(1) - y)),
     # torch: x <= t ? 0 : g, so a NaN input passes its gradient
     "threshold_backward": lambda g, x, t: np.where(x <= t, g.dtype.type(0), g),

@@ -190,3 +190,22 @@ def test_gelu_tanh_approximation_is_its_float64_formula_then_round(dtype: str) -
     fmt = ampref.get_format(dtype)
     want = np.array([float(round_value(r32(Q(f64(float(v)))), fmt)) for v in x])
     assert np.array_equal(got, want), f"{int(np.sum(got != want))} of 300 differ"
+
+
+@pytest.mark.clause("TRC-PWO-001")
+@pytest.mark.parametrize("name", ["sigmoid", "silu", "silu_backward"])
+def test_sigmoid_forms_keep_their_accuracy_in_the_far_negative_tail(name: str) -> None:
+    """Inputs: float32 x from -110 (-100 for silu, whose value -110 sigmoid(-110) is
+    below float32's subnormals) to -17.5 (sigmoid from 0 over float32's subnormals to
+    2.5e-8; 0.5 (1 + tanh(x/2)) cancels there and is 0 below -38), gradient 1.5.
+    Expected: ORACLES' 60-digit value rounded to float32 (sigmoid(-88) = 6.1e-39, not 0).
+    Pass: every element equal."""
+    x = np.array([-17.5, -20.0, -25.25, -37.0, -40.0, -60.5, -87.0, -88.0, -95.0, -100.0,
+                  -103.0, -104.0, -110.0], np.float64)
+    if name != "sigmoid":
+        x = x[x >= -100]
+    arrays = [np.full_like(x, 1.5), x] if name == "silu_backward" else [x]
+    got = _run(name, arrays, "float32")
+    oracle = ORACLES[name][2]
+    want = [float(oracle(*(Q(float(a[i])) for a in arrays))) for i in range(x.size)]
+    assert got.tolist() == want, list(zip(x.tolist(), got.tolist(), want, strict=True))

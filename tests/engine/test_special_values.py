@@ -58,3 +58,31 @@ def test_relu_keeps_negative_zero_and_selects_its_gradient_as_torch_does(
     assert _words(x.backend.to_numpy(y.data)) == _words(ty.detach().float().numpy()), "forward"
     assert x.grad is not None
     assert _words(x.backend.to_numpy(x.grad.data)) == _words(tx.grad.float().numpy()), "gradient"
+
+
+def _sigmoid_oracle(x: float) -> float:
+    """sigmoid(x) at 60 digits, rounded to float32 (tests/value_oracles.py)."""
+    from fractions import Fraction as Q
+
+    from value_oracles import sigmoid_d, wide
+    return float(wide(sigmoid_d)(Q(float(x))))
+
+
+#: the far negative tail: 0.5 (1 + tanh(x/2)) loses float32's accuracy below -17 and is
+#: 0 below -38, where sigmoid is still a normal (to -87.3) or subnormal float32 number
+TAIL = np.array([-17.5, -20.0, -25.25, -37.0, -40.0, -60.5, -87.0, -88.0, -95.0, -100.0,
+                 -103.0, -104.0, -110.0, 17.5, 40.0, -0.0], np.float32)
+
+
+@pytest.mark.clause("ENG-RND-001")
+@pytest.mark.parametrize("be", ["numpy", DEVICE])
+def test_sigmoid_is_the_correctly_rounded_value_in_its_far_negative_tail(
+        device: Any, be: str) -> None:
+    """Inputs: TAIL (x from -110 to 40, sigmoid from 0 over float32's subnormals to 1).
+    Expected: the 60-digit value of 1 / (1 + e^-x) rounded to float32 (6.1e-39 at -88,
+    not 0). Pass: equal float32 words."""
+    y = F.sigmoid(ampref.tensor(TAIL, "float32", backend=be))
+    got = y.backend.to_numpy(y.data)
+    want = np.array([_sigmoid_oracle(v) for v in TAIL], np.float32)
+    assert _words(got) == _words(want), list(zip(TAIL.tolist(), got.tolist(), want.tolist(),
+                                                  strict=True))

@@ -16,6 +16,7 @@ import numpy as np
 
 from ampref.backends import Backend  # type: ignore[attr-defined]  # mapped from backends/
 from ampref.common.checks import check_flag
+from ampref.common.smoothfn import sigmoid as sigmoid64
 from ampref.formats.table import Format
 from ..tensor import Tensor, round_to, storage_dtype
 from .core import (SCALAR_TYPES, autocast_inputs, backend_of, check_tensor, index_data, make,
@@ -194,8 +195,9 @@ def tanh(input: Tensor) -> Tensor:
 
 
 def sigmoid(input: Tensor) -> Tensor:
-    """1 / (1 + e^-x), evaluated in float64 as 0.5 * (1 + tanh(x / 2)) (no overflow)."""
-    return _unary("sigmoid", input, lambda xp, v: 0.5 * (1.0 + xp.tanh(0.5 * v)),
+    """1 / (1 + e^-x), evaluated in float64 without overflow or cancellation
+    (``ampref.common.smoothfn.sigmoid``): sigmoid(-88) is 6.1e-39, not 0."""
+    return _unary("sigmoid", input, sigmoid64,
                   lambda g, x, y: g * (y * (1 - y)))
 
 
