@@ -54,8 +54,9 @@ class Backend(Protocol):
         float32 values give fl32(exact sum) per segment, float64 values float64 sums."""
         ...
 
-    def erf(self, x: Any) -> Any:
-        """The error function of a float64 array, evaluated where the array lives (GELU)."""
+    def erfc(self, x: Any) -> Any:
+        """The complementary error function of a float64 array, evaluated where the array
+        lives (GELU as x erfc(-x/sqrt 2)/2: no cancellation for x < 0)."""
         ...
 
 

@@ -161,10 +161,10 @@ class CudaKernels:
                      (g, np.int64(g.size), np.float32(scale), out))
         return out
 
-    def erf(self, x: Any) -> Any:
-        from cupyx.scipy.special import erf
+    def erfc(self, x: Any) -> Any:
+        from cupyx.scipy.special import erfc
 
-        return erf(x)
+        return erfc(x)
 
     def scaler_update(self, row: Any, cfg_d: np.ndarray, cfg_i: np.ndarray) -> None:
         self._module().get_function("ampref_scaler_update_kernel")(

@@ -88,7 +88,7 @@ class KernelSet(Protocol):
 
     def scaler_update(self, row: Any, cfg_d: np.ndarray, cfg_i: np.ndarray) -> None: ...
 
-    def erf(self, x: Any) -> Any: ...
+    def erfc(self, x: Any) -> Any: ...
 
 
 @runtime_checkable
@@ -269,9 +269,9 @@ class DeviceBackend:
         """Device int64 [nonzero, nonzero below 2^-25 once scaled] in one launch, or None."""
         return self.fused.grad_counts(g, scale)
 
-    def erf(self, x: Any) -> Any:
-        """erf of a float64 device array, by the kernel set (cupyx on a GPU)."""
-        return self.kernels.erf(x)
+    def erfc(self, x: Any) -> Any:
+        """erfc of a float64 device array, by the kernel set (cupyx on a GPU)."""
+        return self.kernels.erfc(x)
 
     # -- reductions ---------------------------------------------------------------------------
     def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:

@@ -204,10 +204,10 @@ class HostKernels:
                                               self._ptr(out))
         return out
 
-    def erf(self, x: np.ndarray) -> np.ndarray:
-        from scipy.special import erf
+    def erfc(self, x: np.ndarray) -> np.ndarray:
+        from scipy.special import erfc
 
-        return np.asarray(erf(x))
+        return np.asarray(erfc(x))
 
     def scaler_update(self, row: np.ndarray, cfg_d: np.ndarray, cfg_i: np.ndarray) -> None:
         self._lib.ampref_host_scaler_update(self._ptr(row), self._ptr(cfg_d), self._ptr(cfg_i))

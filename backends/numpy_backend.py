@@ -59,10 +59,10 @@ class NumpyBackend:
             return np.add.reduceat(x, starts, axis=0)
         return _cert.segment_sum_f32(x, starts)
 
-    def erf(self, x: Any) -> Any:
-        from scipy.special import erf
+    def erfc(self, x: Any) -> Any:
+        from scipy.special import erfc
 
-        return erf(x)
+        return erfc(x)
 
     def __repr__(self) -> str:
         return "ampref.backends.get('numpy')"

@@ -54,8 +54,8 @@ class StrictHostKernels:
     def grad_counts(self, g: Any, scale: float) -> Any:
         return strictxp.DeviceArray(self.k.grad_counts(g._a, scale))
 
-    def erf(self, x: Any) -> Any:
-        return strictxp.DeviceArray(self.k.erf(x._a))
+    def erfc(self, x: Any) -> Any:
+        return strictxp.DeviceArray(self.k.erfc(x._a))
 
     def scaler_update(self, row: Any, cfg_d: np.ndarray, cfg_i: np.ndarray) -> None:
         self.k.scaler_update(row._a, cfg_d, cfg_i)

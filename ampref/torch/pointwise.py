@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.special import erf
+from scipy.special import erfc
 
 from ampref.common.smoothfn import sigmoid as sigmoid64
 from ampref.scaling.machine import ScalerConfig, ScalerState, transition
@@ -123,10 +123,11 @@ def _addcdiv(x: Any, t1: Any, t2: Any, value: Any = 1) -> Any:
 
 
 def _gelu(x: Any, approximate: str = "none") -> Any:
+    """The engine's cancellation-free forms: x erfc(-x/sqrt 2)/2, x sigmoid(2u)."""
     if approximate == "tanh":
         c = math.sqrt(2.0 / math.pi)
-        return wide(lambda v: 0.5 * v * (1.0 + np.tanh(c * (v + 0.044715 * v**3))))(x)
-    return wide(lambda v: 0.5 * v * (1.0 + erf(v / math.sqrt(2.0))))(x)
+        return wide(lambda v: v * sigmoid64(np, 2.0 * c * (v + 0.044715 * v**3)))(x)
+    return wide(lambda v: 0.5 * v * erfc(-v / math.sqrt(2.0)))(x)
 
 
 def clamp(x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - aten's names

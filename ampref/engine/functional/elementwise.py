@@ -212,28 +212,33 @@ def relu(input: Tensor) -> Tensor:
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
-    """x * Phi(x) (``approximate="none"``, erf form) or the tanh approximation."""
+    """x * Phi(x) (``approximate="none"``, erf form) or the tanh approximation, in float64
+    without cancellation: Phi(x) = erfc(-x / sqrt 2) / 2 and 1 + tanh(u) = 2 sigmoid(2u)
+    (the forms 1 + erf(.) and 1 + tanh(.) lose every digit of a tiny Phi below x = -8:
+    gelu(-10) is -7.6e-23, not -0). gelu(-inf) = NaN (-inf * 0), gelu(inf) = inf,
+    gelu(±0) = ±0."""
     x = check_tensor(input, "gelu")
-    be = x.backend  # erf comes from the backend: SciPy on the host, cupyx on a GPU
+    be = x.backend  # erfc comes from the backend: SciPy on the host, cupyx on a GPU
     if approximate == "none":
         def f(xp: Any, v: Any) -> Any:
-            return 0.5 * v * (1.0 + be.erf(v / math.sqrt(2.0)))
+            return 0.5 * v * be.erfc(-v / math.sqrt(2.0))
 
         def df(g: Any, xv: Any, y: Any) -> Any:
             d = wide_math(x.backend, x.format,
-                          lambda xp, v: 0.5 * (1.0 + be.erf(v / math.sqrt(2.0)))
+                          lambda xp, v: 0.5 * be.erfc(-v / math.sqrt(2.0))
                           + v * xp.exp(-0.5 * v * v) / math.sqrt(2.0 * math.pi), xv)
             return g * d
     elif approximate == "tanh":
         c = math.sqrt(2.0 / math.pi)
 
         def f(xp: Any, v: Any) -> Any:
-            return 0.5 * v * (1.0 + xp.tanh(c * (v + 0.044715 * v**3)))
+            return v * sigmoid64(xp, 2.0 * c * (v + 0.044715 * v**3))
 
         def df(g: Any, xv: Any, y: Any) -> Any:
             def d(xp: Any, v: Any) -> Any:
-                t = xp.tanh(c * (v + 0.044715 * v**3))
-                return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * c * (1 + 3 * 0.044715 * v * v)
+                u = 2.0 * c * (v + 0.044715 * v**3)
+                s, r = sigmoid64(xp, u), sigmoid64(xp, -u)  # (1 + t) / 2, (1 - t) / 2
+                return s + 2.0 * v * s * r * c * (1 + 3 * 0.044715 * v * v)
             return g * wide_math(x.backend, x.format, d, xv)
     else:
         raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
