@@ -18,6 +18,7 @@ from ampref.accumulation.registry import resolve
 from .convert import is_float, meta
 from .nnops import NN
 from .activations import ACTIVATIONS
+from .lossops import LOSSES
 from .normops import NORMS
 from .pointwise import POINTWISE
 from .report import Report
@@ -27,7 +28,8 @@ __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "p
            "supported_ops"]
 
 #: aten ops ampref computes (overload packet name -> handler)
-HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **NN, **NORMS, **RNN}
+HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES, **NN,
+                                            **NORMS, **RNN}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode

@@ -122,6 +122,11 @@ def _addcdiv(x: Any, t1: Any, t2: Any, value: Any = 1) -> Any:
     return x + (t1 if value == 1 else value * t1) / t2
 
 
+def _xlogy(x: Any, y: Any) -> Any:
+    """torch's xlogy: NaN where y is NaN, else 0 where x == 0, else x * fl32(log y)."""
+    return np.where(np.isnan(y), y, np.where(x == 0, 0, x * wide(np.log)(y)))
+
+
 def _gelu(x: Any, approximate: str = "none") -> Any:
     """The engine's cancellation-free forms: x erfc(-x/sqrt 2)/2, x sigmoid(2u)."""
     if approximate == "tanh":
@@ -153,7 +158,8 @@ _FORMULAS: dict[str, Callable[..., Any]] = {
     "pow": wide(np.power), "lerp": _lerp, "addcmul": _addcmul, "addcdiv": _addcdiv,
     "clamp": clamp, "clamp_min": lambda x, m: clamp(x, min=m),
     "clamp_max": lambda x, m: clamp(x, max=m),
-    "maximum": np.maximum, "minimum": np.minimum, "where": lambda c, x, y: np.where(c, x, y),
+    "xlogy": _xlogy, "maximum": np.maximum, "minimum": np.minimum,
+    "where": lambda c, x, y: np.where(c, x, y),
     "tanh_backward": lambda g, y: g * (y.dtype.type(1) - y * y),
     "silu_backward": lambda g, x: g * wide(
         lambda v: (lambda s: s * (1.0 + v * (1.0 - s)))(sigmoid64(np, v)))(x),

@@ -52,6 +52,7 @@ ORACLES: dict[str, tuple[int, str, Callable[..., Q]]] = {
                                         else r32(e - r32(r32(e - x) * r32(1 - w))))),
     "addcmul": (3, "any", lambda x, a, b: r32(x + r32(a * b))),
     "addcdiv": (3, "nonzero", lambda x, a, b: r32(x + r32(a / b))),
+    "xlogy": (2, "pos", lambda x, y: r32(x * wide(lambda d: d.ln())(y))),
     "maximum": (2, "any", max),
     "minimum": (2, "any", min),
     "tanh_backward": (2, "any", lambda g, y: r32(g * r32(1 - r32(y * y)))),

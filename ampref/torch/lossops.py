@@ -1,0 +1,176 @@
+"""aten's binary cross entropies and robust regression losses on ampref's numerics
+(``specs/torch.md`` TRC-NN-006).
+
+Each elementwise loss is torch's CPU formula in float32 steps (the function values in it,
+log sigmoid, evaluated in float64 and rounded to float32, TRC-PWO-001), rounded to the
+input's dtype after every step torch writes to a tensor; ``mean`` and ``sum`` are the
+engine's exactly rounded reductions of that tensor (TRC-NN-001). Where torch's
+vectorised and scalar paths round differently (``smooth_l1_loss_backward`` with beta
+not a power of two), the vectorised path, which every element but a tensor's short tail
+takes, is the definition. ``binary_cross_entropy`` is the engine's (ENG-LOS-001).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ampref.engine import functional as F
+
+from .convert import from_numpy, meta, to_numpy
+from .replay import as_torch, forward, replay
+
+__all__ = ["LOSSES"]
+
+Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
+
+_REDUCTION = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _arg(args: tuple[Any, ...], kw: dict[str, Any], i: int, name: str, default: Any) -> Any:
+    return args[i] if len(args) > i else kw.get(name, default)
+
+
+def _cf(t: torch.Tensor) -> Any:
+    return np.float64 if t.dtype == torch.float64 else np.float32
+
+
+def _step(v: Any, dtype: torch.dtype) -> Any:
+    """One of torch's intermediate tensors: the float32 value rounded to ``dtype``."""
+    if dtype in (torch.float32, torch.float64):
+        return v
+    return to_numpy(from_numpy(v, dtype)).astype(np.float32)
+
+
+def _reduced(loss: Any, dtype: torch.dtype, reduction: int, out_dtype: torch.dtype) -> Any:
+    """The elementwise loss in ``dtype``, then torch's apply_loss_reduction with the
+    engine's mean or sum (exactly rounded)."""
+    t = from_numpy(loss, dtype)
+    red = _REDUCTION[int(reduction)]
+    if red == "none":
+        return t
+    return as_torch(forward(F.mean if red == "mean" else F.sum, t), out_dtype)
+
+
+def _values(cf: Any, *ts: Any) -> list[Any]:
+    return [to_numpy(t).astype(cf) if isinstance(t, torch.Tensor) else t for t in ts]
+
+
+# -- binary cross entropy ---------------------------------------------------------------
+def _no_weight(weight: Any, op: str) -> None:
+    if weight is not None:
+        raise NotImplementedError(f"ampref.torch: {op} with a weight tensor")
+
+
+def _bce(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """The engine's ``binary_cross_entropy`` (torch's: logs clamped at -100)."""
+    x, t = args[:2]
+    _no_weight(_arg(args, kw, 2, "weight", None), "binary_cross_entropy")
+    red = _REDUCTION[int(_arg(args, kw, 3, "reduction", 1))]
+    return as_torch(forward(F.binary_cross_entropy, x, t, reduction=red),
+                    meta(func, args, kw).dtype)
+
+
+def _bce_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    g, x, t = args[:3]
+    _no_weight(_arg(args, kw, 3, "weight", None), "binary_cross_entropy_backward")
+    red = _REDUCTION[int(_arg(args, kw, 4, "reduction", 1))]
+    return replay(F.binary_cross_entropy, [x, t], [True, False], g, reduction=red)[0]
+
+
+def _bce_logits(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """torch's composite: ls = log_sigmoid(x); with pos_weight, ls *= (pw - 1) t + 1;
+    loss = (1 - t) x - ls; with weight, loss *= w; then the reduction. Every step is a
+    tensor of x's dtype in torch, so each is rounded to it."""
+    x, t = args[:2]
+    weight, pos_weight = _arg(args, kw, 2, "weight", None), _arg(args, kw, 3, "pos_weight", None)
+    reduction = _arg(args, kw, 4, "reduction", 1)
+    dt, cf = x.dtype, _cf(x)
+    xv, tv = _values(cf, x, t)
+    one = cf(1)
+    with np.errstate(all="ignore"):
+        ls = _step((np.minimum(xv.astype(np.float64), 0.0) - np.log1p(np.exp(
+            -np.abs(xv.astype(np.float64))))).astype(cf), dt)
+        if pos_weight is not None:
+            (pw,) = _values(cf, pos_weight)
+            lw = _step(_step(_step(pw - one, dt) * tv, dt) + one, dt)
+            ls = _step(ls * lw, dt)
+        loss = _step(_step(_step(one - tv, dt) * xv, dt) - ls, dt)
+        if weight is not None:
+            (w,) = _values(cf, weight)
+            loss = _step(loss * w, dt)
+    return _reduced(loss, dt, reduction, meta(func, args, kw).dtype)
+
+
+# -- smooth L1 and Huber ---------------------------------------------------------------
+def _smooth_l1(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """z = |x - y|; z < beta ? 0.5 z z / beta : z - 0.5 beta (float32 steps)."""
+    x, y = args[:2]
+    reduction, beta = _arg(args, kw, 2, "reduction", 1), _arg(args, kw, 3, "beta", 1.0)
+    cf = _cf(x)
+    xv, yv = _values(cf, x, y)
+    b, half = cf(beta), cf(0.5)
+    with np.errstate(all="ignore"):
+        z = np.abs(xv - yv)
+        loss = np.where(z < b, half * z * z / b, z - half * b)
+    return _reduced(loss, x.dtype, reduction, meta(func, args, kw).dtype)
+
+
+def _norm(x: torch.Tensor, reduction: int, cf: Any) -> Any:
+    """torch's norm: 1 / numel (double, then the compute format) for mean, else 1."""
+    return cf(1.0 / x.numel()) if int(reduction) == 1 else cf(1)
+
+
+def _smooth_l1_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """norm * (|d| >= beta ? sign(d) : d / beta) * g with d = x - y (torch's vectorised
+    path); beta = 0 is L1's gradient norm * sgn(d) * g (torch runs l1_loss there)."""
+    g, x, y, reduction, beta = args[:5]
+    out = meta(func, args, kw)
+    cf = _cf(x)
+    gv, xv, yv = _values(cf, g, x, y)
+    b, norm = cf(beta), _norm(x, reduction, cf)
+    with np.errstate(all="ignore"):
+        d = xv - yv
+        if b == 0:
+            r = norm * np.sign(d) * gv
+        else:
+            r = norm * np.where(np.abs(d) >= b, np.where(d > 0, cf(1), cf(-1)), d / b) * gv
+    return from_numpy(np.broadcast_to(r, tuple(out.shape)), out.dtype)
+
+
+def _huber(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """z = |x - y|; z < delta ? 0.5 z z : delta (z - 0.5 delta) (float32 steps)."""
+    x, y = args[:2]
+    reduction, delta = _arg(args, kw, 2, "reduction", 1), _arg(args, kw, 3, "delta", 1.0)
+    cf = _cf(x)
+    xv, yv = _values(cf, x, y)
+    dl, half = cf(delta), cf(0.5)
+    with np.errstate(all="ignore"):
+        z = np.abs(xv - yv)
+        loss = np.where(z < dl, half * z * z, dl * (z - half * dl))
+    return _reduced(loss, x.dtype, reduction, meta(func, args, kw).dtype)
+
+
+def _huber_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """norm * clamp(x - y, -delta, delta) * g (torch's vectorised path)."""
+    g, x, y, reduction, delta = args[:5]
+    out = meta(func, args, kw)
+    cf = _cf(x)
+    gv, xv, yv = _values(cf, g, x, y)
+    dl, norm = cf(delta), _norm(x, reduction, cf)
+    with np.errstate(all="ignore"):
+        d = xv - yv
+        r = norm * np.where(d < -dl, -dl, np.where(d > dl, dl, d)) * gv
+    return from_numpy(np.broadcast_to(r, tuple(out.shape)), out.dtype)
+
+
+#: aten op name (overload packet) -> handler
+LOSSES: dict[str, Handler] = {
+    "binary_cross_entropy": _bce, "binary_cross_entropy_backward": _bce_bwd,
+    "binary_cross_entropy_with_logits": _bce_logits,
+    "smooth_l1_loss": _smooth_l1, "smooth_l1_loss_backward": _smooth_l1_bwd,
+    "huber_loss": _huber, "huber_loss_backward": _huber_bwd,
+}

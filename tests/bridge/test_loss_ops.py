@@ -1,0 +1,187 @@
+"""The bridge's binary cross entropies and robust regression losses
+(``ampref.torch.lossops``, TRC-NN-006): smooth L1 and Huber bit for bit against torch's
+vectorised CPU kernels, BCE with logits against an exact oracle, the reductions as the
+engine's, and torch's loss modules end to end under emulate without fallback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction as Q
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from value_oracles import r32, wide  # noqa: E402
+
+import ampref  # noqa: E402
+from ampref import functional as F  # noqa: E402
+from ampref.torch import emulate  # noqa: E402
+
+TF = torch.nn.functional
+#: a multiple of every vector width (torch's vectorised path for each element), and not a
+#: power of two, so the mean's norm fl32(1/N) is inexact and the order of products matters
+N = 320
+
+
+def _words(a: Any) -> list[str]:
+    v = np.asarray(a, np.float32).ravel()
+    return ["nan" if np.isnan(e) else f"{w:08x}" for e, w in zip(v, v.view(np.uint32),
+                                                                   strict=True)]
+
+
+def _operands(param: float, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x, y, g with d = x - y on both sides of +-param, at +-param, 0, NaN and inf."""
+    rng = np.random.default_rng(seed)
+    y = rng.standard_normal(N).astype(np.float32)
+    x = (y + rng.standard_normal(N) * 2).astype(np.float32)
+    p = np.float32(param)
+    x[:6], y[:6] = [p, -p, 0.0, -0.0, np.nan, np.inf], 0.0
+    g = rng.standard_normal(N).astype(np.float32)
+    return x, y, g
+
+
+def _both(fn: Callable[[], Any]) -> tuple[Any, Any]:
+    with emulate(fallback="error"):
+        got = fn()
+    return got, fn()
+
+
+@pytest.mark.clause("TRC-NN-006")
+@pytest.mark.parametrize("param", [0.3, 1.0, 1.7])
+@pytest.mark.parametrize("loss", ["smooth_l1", "huber"])
+def test_smooth_l1_and_huber_are_torchs_kernels_word_for_word(loss: str, param: float) -> None:
+    """Inputs: 320 float32 pairs (differences at ±beta, ±0, NaN, inf and random), beta or
+    delta 0.3, 1, 1.7; the elementwise loss, and the backward op with per-element
+    gradients (reduction none) and with a scalar gradient (reduction mean, norm =
+    fl32(1/320)). Expected: torch's CPU kernels (vectorised path). Pass: equal words."""
+    x, y, g = _operands(param, seed=int(param * 10))
+    tx, ty, tg = (torch.tensor(a) for a in (x, y, g))
+    fwd = getattr(TF, f"{loss}_loss")
+    key = "beta" if loss == "smooth_l1" else "delta"
+    bwd = getattr(torch.ops.aten, f"{loss}_loss_backward")
+    cases = {"forward": lambda: fwd(tx, ty, reduction="none", **{key: param}),
+             "backward none": lambda: bwd(tg, tx, ty, 0, param),
+             "backward mean": lambda: bwd(tg[0], tx, ty, 1, param)}
+    for what, fn in cases.items():
+        got, want = _both(fn)
+        assert _words(got) == _words(want), f"{loss} {param} {what}"
+
+
+@pytest.mark.clause("TRC-NN-006", "TRC-NN-001")
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("loss", ["smooth_l1_loss", "huber_loss",
+                                  "binary_cross_entropy_with_logits"])
+def test_a_reduced_loss_is_the_engines_reduction_of_the_elementwise_loss(
+        loss: str, reduction: str) -> None:
+    """Inputs: 320 random float32 pairs (targets in [0, 1] for BCE with logits), the loss
+    under emulate with reduction none and with ``reduction``. Expected: the reduced loss
+    equals the engine's exactly rounded mean / sum of the elementwise losses. Pass: equal
+    words."""
+    rng = np.random.default_rng(3)
+    x = torch.tensor(rng.standard_normal(N).astype(np.float32) * 3)
+    y = torch.tensor(rng.uniform(0, 1, N).astype(np.float32))
+    fn = getattr(TF, loss)
+    with emulate(fallback="error"):
+        each = fn(x, y, reduction="none")
+        got = fn(x, y, reduction=reduction)
+    op = F.mean if reduction == "mean" else F.sum
+    want = op(ampref.tensor(each.numpy())).numpy()
+    assert _words(got.numpy()) == _words(want)
+
+
+def _log_sigmoid(x: Q) -> Q:
+    return wide(lambda d: -(1 + (-d).exp()).ln())(x)
+
+
+def _bce_logits_oracle(x: Q, t: Q, pw: Q | None, w: Q | None) -> Q:
+    ls = _log_sigmoid(x)
+    if pw is not None:
+        ls = r32(ls * r32(r32(r32(pw - 1) * t) + 1))
+    loss = r32(r32(r32(1 - t) * x) - ls)
+    return r32(loss * w) if w is not None else loss
+
+
+@pytest.mark.clause("TRC-NN-006")
+@pytest.mark.parametrize("weights", ["none", "pos_weight", "pos_weight and weight"])
+def test_bce_with_logits_is_torchs_composite_in_float32_steps(weights: str) -> None:
+    """Inputs: 256 logits (normal x 4, with ±0, ±30), targets in [0, 1], pos_weight per
+    class (4 classes) and weight per element as named, reduction none, under emulate.
+    Expected: torch's composite evaluated exactly step by step: ls = fl32(log sigmoid(x))
+    (60-digit value), ls = fl32(ls fl32(fl32(fl32(pw - 1) t) + 1)), loss =
+    fl32(fl32(fl32(1 - t) x) - ls), fl32(loss w). Pass: every element equal."""
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((64, 4)) * 4).astype(np.float32)
+    x[0] = [0.0, -0.0, 30.0, -30.0]
+    t = rng.uniform(0, 1, (64, 4)).astype(np.float32)
+    pw = rng.uniform(0.5, 3, 4).astype(np.float32) if weights != "none" else None
+    w = rng.uniform(0.1, 2, (64, 4)).astype(np.float32) if "and" in weights else None
+    with emulate(fallback="error"):
+        got = TF.binary_cross_entropy_with_logits(
+            torch.tensor(x), torch.tensor(t), weight=None if w is None else torch.tensor(w),
+            pos_weight=None if pw is None else torch.tensor(pw), reduction="none").numpy()
+    bad = []
+    for i, j in np.ndindex(x.shape):
+        want = _bce_logits_oracle(Q(float(x[i, j])), Q(float(t[i, j])),
+                                  None if pw is None else Q(float(pw[j])),
+                                  None if w is None else Q(float(w[i, j])))
+        if Q(float(got[i, j])) != want:
+            bad.append((float(x[i, j]), float(got[i, j]), float(want)))
+    assert not bad, f"{len(bad)} differ; (x, got, want) {bad[:3]}"
+
+
+@pytest.mark.clause("TRC-NN-006", "ENG-LOS-001")
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy_under_emulate_is_the_engines(reduction: str) -> None:
+    """Inputs: 64 probabilities in (0, 1) with 0 and 1 among them, targets in [0, 1],
+    ``reduction``; forward and the input gradient of sum(loss * 0.7). Expected: the
+    engine's binary_cross_entropy (torch's definition, logs clamped at -100) and its
+    gradient. Pass: equal words."""
+    rng = np.random.default_rng(5)
+    p = rng.uniform(0, 1, N // 4).astype(np.float32)
+    p[:2] = [0.0, 1.0]
+    t = rng.uniform(0, 1, N // 4).astype(np.float32)
+    tp = torch.tensor(p, requires_grad=True)
+    with emulate(fallback="error"):
+        loss = TF.binary_cross_entropy(tp, torch.tensor(t), reduction=reduction)
+        (loss * 0.7).sum().backward()
+    ep = ampref.tensor(p, requires_grad=True)
+    el = F.binary_cross_entropy(ep, ampref.tensor(t), reduction=reduction)
+    F.sum(F.mul(el, 0.7)).backward()
+    assert _words(loss.detach().numpy()) == _words(el.numpy())
+    assert ep.grad is not None and tp.grad is not None
+    assert _words(tp.grad.numpy()) == _words(np.asarray(ep.grad))
+
+
+LOSS_MODULES: dict[str, Callable[[Any, Any], Any]] = {
+    "L1Loss": lambda x, t: torch.nn.L1Loss()(x, t),
+    "SmoothL1Loss": lambda x, t: torch.nn.SmoothL1Loss(beta=0.5)(x, t),
+    "HuberLoss": lambda x, t: torch.nn.HuberLoss(delta=0.7)(x, t),
+    "BCEWithLogitsLoss": lambda x, t: torch.nn.BCEWithLogitsLoss(
+        pos_weight=torch.full((8,), 2.0))(x, t.clamp(0, 1)),
+    "BCELoss": lambda x, t: torch.nn.BCELoss()(torch.sigmoid(x), t.clamp(0, 1)),
+    "KLDivLoss": lambda x, t: torch.nn.KLDivLoss(reduction="batchmean")(
+        torch.log_softmax(x, -1), torch.softmax(t, -1)),
+}
+
+
+@pytest.mark.clause("TRC-NN-006", "TRC-EMU-002")
+@pytest.mark.parametrize("name", sorted(LOSS_MODULES))
+def test_torchs_loss_modules_run_emulated_without_fallback(name: str) -> None:
+    """Inputs: Linear(8, 8) on a random batch of 4 into the torch.nn loss module (targets
+    random; probabilities for the BCEs, a distribution for KLDivLoss), forward and
+    backward under emulate(model, fallback='error'). Expected: no UnsupportedOpError,
+    every op emulated, the weight gradient within 2^-10 of torch's (roundings only).
+    Pass: all."""
+    torch.manual_seed(1)
+    model = torch.nn.Linear(8, 8)
+    x, t = torch.randn(4, 8), torch.rand(4, 8)
+    LOSS_MODULES[name](model(x), t).backward()
+    want = model.weight.grad.clone()
+    model.zero_grad()
+    with emulate(model, fallback="error") as em:
+        LOSS_MODULES[name](model(x), t).backward()
+    assert all(r.emulated for r in em.report.rows())
+    assert float((model.weight.grad - want).abs().max()) <= 2.0**-10, name
