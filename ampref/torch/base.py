@@ -20,6 +20,7 @@ from .nnops import NN
 from .activations import ACTIVATIONS
 from .lossops import LOSSES
 from .normops import NORMS
+from .poolops import POOLS
 from .pointwise import POINTWISE
 from .report import Report
 from .rnnops import RNN
@@ -29,7 +30,7 @@ __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "p
 
 #: aten ops ampref computes (overload packet name -> handler)
 HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES, **NN,
-                                            **NORMS, **RNN}
+                                            **NORMS, **POOLS, **RNN}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
@@ -49,7 +50,8 @@ EXACT = frozenset({
     "_record_function_exit", "view_as", "expand_as", "masked_select", "nonzero",
     "transpose_", "t_", "squeeze_", "unsqueeze_", "unsafe_split", "unsafe_split_with_sizes",
     "unsafe_chunk", "chunk", "narrow", "movedim", "swapaxes", "diagonal", "new_empty_strided",
-    "equal", "is_same_size", "is_nonzero",
+    "equal", "is_same_size", "is_nonzero", "constant_pad_nd", "upsample_nearest1d",
+    "upsample_nearest2d", "pixel_shuffle", "pixel_unshuffle",
 })
 
 

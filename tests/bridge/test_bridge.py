@@ -452,3 +452,35 @@ def test_reductions_norms_and_losses_take_torchs_defaults() -> None:
         assert tuple(got.shape) == tuple(want.shape), name
         a, b = got.numpy().astype(np.float64), want.numpy().astype(np.float64)
         assert np.all(np.abs(a - b) <= 2 * 2.0**-23 * np.abs(b)), (name, a, b)
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("accumulation", ["exact", "sequential"])
+@pytest.mark.parametrize("stride, padding, bias", [(1, 0, True), (2, 1, True), (1, 2, False)])
+def test_conv1d_is_the_engines_conv2d_on_a_height_one_image(
+        stride: int, padding: int, bias: bool, accumulation: str) -> None:
+    """Inputs: x (2, 3, 9), weight (4, 3, 3), bias (4) or none, stride and padding as
+    given, ``accumulation``; forward and the gradients of sum(y * u) (u random) under
+    emulate(fallback='error'). Expected: the engine's conv2d of x as (2, 3, 1, 9) with
+    weight (4, 3, 1, 3), stride (1, s), padding (0, p), and its gradients, reshaped back.
+    Pass: equal words."""
+    rng = np.random.default_rng(stride * 10 + padding)
+    x = rng.standard_normal((2, 3, 9)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    tb = torch.tensor(b, requires_grad=True) if bias else None
+    with at.emulate(fallback="error", accumulation=accumulation):
+        y = torch.nn.functional.conv1d(tx, tw, tb, stride=stride, padding=padding)
+        u = torch.tensor(rng.standard_normal(tuple(y.shape)).astype(np.float32))
+        (y * u).sum().backward()
+    ex = ampref.tensor(x.reshape(2, 3, 1, 9), requires_grad=True)
+    ew = ampref.tensor(w.reshape(4, 3, 1, 3), requires_grad=True)
+    eb = ampref.tensor(b, requires_grad=True) if bias else None
+    ey = F.conv2d(ex, ew, eb, (1, stride), (0, padding), accumulation=accumulation)
+    F.sum(F.mul(ey, ampref.tensor(u.numpy().reshape(ey.shape)))).backward()
+    assert_bitwise_equal(y.detach().numpy(), ey.numpy().reshape(y.shape), msg="forward: ")
+    for got, want in ((tx.grad, ex.grad), (tw.grad, ew.grad)) + (
+            ((tb.grad, eb.grad),) if tb is not None and eb is not None else ()):
+        assert got is not None and want is not None
+        assert_bitwise_equal(got.numpy(), np.asarray(want).reshape(got.shape), msg="grad: ")

@@ -1,0 +1,134 @@
+"""aten's average pooling and the backward of nearest upsampling on ampref's numerics
+(``specs/torch.md`` TRC-NN-007). Nearest upsampling itself, padding and pixel shuffles
+move values without rounding and run in torch (TRC-EMU-001).
+
+* ``avg_pool2d``: each window's exact sum (the engine's certified sum, zeros for the
+  padding) rounded to float32, divided in float32 by torch's divisor
+  (``divisor_override``, else the window's size with or without the padding, as
+  ``count_include_pad`` says, windows clipped at the padded edge in ``ceil_mode``), then
+  rounded to the output dtype: the engine's mean (ENG-RED-001) over the window.
+* ``avg_pool2d_backward`` and ``upsample_nearest2d_backward``: each input element gets
+  the sum of the contributions of the outputs that read it (``fl32(g / divisor)`` for
+  pooling, ``g`` for upsampling), added in float64 in output order and rounded once (the
+  engine's conv2d backward rule, ENG-CNV-001): a single contribution (windows that do
+  not overlap, the default stride) is exact, so then the value is torch's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import ampref.engine.functional as F
+from ampref.engine.creation import tensor as engine_tensor
+
+from .convert import from_numpy, meta, to_numpy
+
+__all__ = ["POOLS"]
+
+Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+def _pool_args(args: tuple[Any, ...], kw: dict[str, Any], first: int) -> tuple[Any, ...]:
+    names = ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+             "divisor_override")
+    vals: dict[str, Any] = {"stride": [], "padding": 0, "ceil_mode": False,
+                            "count_include_pad": True, "divisor_override": None}
+    vals.update(dict(zip(names, args[first:], strict=False)))
+    vals.update({k: v for k, v in kw.items() if k in names})
+
+    def pair(v: Any) -> tuple[int, int]:
+        v = list(v) if isinstance(v, (list, tuple)) else [v]
+        return (int(v[0]), int(v[-1]))
+    k = pair(vals["kernel_size"])
+    s = pair(vals["stride"]) if vals["stride"] else k
+    return k, s, pair(vals["padding"]), bool(vals["count_include_pad"]), \
+        vals["divisor_override"]
+
+
+def _windows(H: int, W: int, Ho: int, Wo: int, k: Any, s: Any, p: Any,
+             include_pad: bool, override: Any) -> tuple[Any, Any, Any]:
+    """Row and column starts in the padded image and torch's divisor per output."""
+    hs = np.arange(Ho) * s[0] - p[0]
+    ws = np.arange(Wo) * s[1] - p[1]
+    he, we = np.minimum(hs + k[0], H + p[0]), np.minimum(ws + k[1], W + p[1])
+    size = (he - hs)[:, None] * (we - ws)[None, :]
+    clipped = (np.minimum(he, H) - np.maximum(hs, 0))[:, None] * \
+        (np.minimum(we, W) - np.maximum(ws, 0))[None, :]
+    div = np.full((Ho, Wo), override) if override else size if include_pad else clipped
+    return hs + p[0], ws + p[1], div.astype(np.float32)
+
+
+def _avg_pool(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    x = args[0]
+    k, s, p, include_pad, override = _pool_args(args, kw, 1)
+    out = meta(func, args, kw)
+    Ho, Wo = out.shape[-2:]
+    v = to_numpy(x).astype(np.float32)
+    H, W = v.shape[-2:]
+    r0, c0, div = _windows(H, W, Ho, Wo, k, s, p, include_pad, override)
+    # zeros for the padding, and past it for ceil_mode windows (never counted there)
+    extra_h = max(0, int(r0[-1]) + k[0] - (H + 2 * p[0]))
+    extra_w = max(0, int(c0[-1]) + k[1] - (W + 2 * p[1]))
+    pad = [(0, 0)] * (v.ndim - 2) + [(p[0], p[0] + extra_h), (p[1], p[1] + extra_w)]
+    win = np.lib.stride_tricks.sliding_window_view(np.pad(v, pad), k, axis=(-2, -1))
+    win = win[..., r0, :, :, :][..., c0, :, :]
+    sums = F.sum(engine_tensor(np.ascontiguousarray(win).reshape(*win.shape[:-2], -1)), -1)
+    with np.errstate(all="ignore"):
+        r = np.asarray(sums.numpy(), np.float32) / div
+    return from_numpy(r, out.dtype)
+
+
+def _scatter(parts: Any, rows: Any, cols: Any, shape: tuple[int, ...]) -> Any:
+    """Sum ``parts[..., i, j]`` into ``out[..., rows[i], cols[j]]`` in float64, in output
+    order, rounded once to float32 (rows/cols may repeat)."""
+    acc = np.zeros(shape, np.float64)
+    for i in range(parts.shape[-2]):
+        for j in range(parts.shape[-1]):
+            acc[..., rows[i], cols[j]] += parts[..., i, j]
+    return acc.astype(np.float32)
+
+
+def _avg_pool_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    g, x = args[:2]
+    k, s, p, include_pad, override = _pool_args(args, kw, 2)
+    H, W = x.shape[-2:]
+    gv = to_numpy(g).astype(np.float32)
+    Ho, Wo = gv.shape[-2:]
+    r0, c0, div = _windows(H, W, Ho, Wo, k, s, p, include_pad, override)
+    with np.errstate(all="ignore"):
+        delta = (gv / div).astype(np.float64)
+    acc = np.zeros(gv.shape[:-2] + (H + 2 * p[0] + k[0], W + 2 * p[1] + k[1]), np.float64)
+    for i in range(k[0]):  # kernel offset order, each output once per offset
+        for j in range(k[1]):
+            acc[..., (r0 + i)[:, None], (c0 + j)[None, :]] += delta
+    return from_numpy(acc[..., p[0]:p[0] + H, p[1]:p[1] + W].astype(np.float32), x.dtype)
+
+
+def _nearest_source(n_out: int, n_in: int, scale: Any) -> Any:
+    """torch's nearest source index: floor(o * s) in float32 with s = 1 / scale_factor
+    when one is given, else n_in / n_out, capped at n_in - 1."""
+    s = np.float32(1.0 / scale) if scale else np.float32(n_in / n_out)
+    with np.errstate(all="ignore"):
+        src = np.floor(np.arange(n_out, dtype=np.float32) * s).astype(np.int64)
+    return np.minimum(src, n_in - 1)
+
+
+def _upsample_nearest_bwd(ctx: Any, func: Any, args: tuple[Any, ...],
+                          kw: dict[str, Any]) -> Any:
+    g, out_size, in_size = args[:3]
+    scales = list(args[3:5]) + [None, None]
+    gv = to_numpy(g).astype(np.float32)
+    rows = _nearest_source(out_size[0], in_size[2], scales[0])
+    cols = _nearest_source(out_size[1], in_size[3], scales[1])
+    r = _scatter(gv.astype(np.float64), rows, cols, tuple(in_size))
+    return from_numpy(r, g.dtype)
+
+
+#: aten op name (overload packet) -> handler
+POOLS: dict[str, Handler] = {
+    "avg_pool2d": _avg_pool, "avg_pool2d_backward": _avg_pool_bwd,
+    "upsample_nearest2d_backward": _upsample_nearest_bwd,
+}

@@ -1,0 +1,177 @@
+"""The bridge's average pooling and nearest upsampling (``ampref.torch.poolops``,
+TRC-NN-007) against exact rational oracles (window sums exact, rounded to float32, then
+the float32 division; backward contributions summed exactly, rounded once), against
+torch where one rounding is all there is, and torch's modules end to end under emulate
+without fallback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction as Q
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from value_oracles import r32  # noqa: E402
+
+from ampref.torch import emulate  # noqa: E402
+
+TF = torch.nn.functional
+
+#: (kernel, stride, padding, ceil_mode, count_include_pad, divisor_override) on 7 x 7
+POOLS = {"2x2 stride 2": (2, 2, 0, False, True, None),
+         "3x3 stride 2 pad 1": (3, 2, 1, False, True, None),
+         "3x3 stride 2 pad 1 without pad": (3, 2, 1, False, False, None),
+         "3x3 stride 2 ceil": (3, 2, 1, True, False, None),
+         "3x3 stride 1 divisor 5": (3, 1, 0, False, True, 5)}
+
+
+def _divisors(n: int, n_out: int, k: int, s: int, p: int,
+              include: bool) -> list[tuple[int, int, int]]:
+    """(start, end, divisor factor) per output along one axis, as torch computes them."""
+    out = []
+    for o in range(n_out):
+        a = o * s - p
+        e = min(a + k, n + p)
+        size = e - a
+        a2, e2 = max(a, 0), min(e, n)
+        out.append((a2, e2, size if include else e2 - a2))
+    return out
+
+
+def _oracle_pool(x: np.ndarray, cfg: tuple[Any, ...], n_out: int) -> np.ndarray:
+    k, s, p, _, include, override = cfg
+    axis = _divisors(x.shape[-1], n_out, k, s, p, include)
+    out = np.zeros(x.shape[:-2] + (n_out, n_out), np.float64)
+    for idx in np.ndindex(x.shape[:-2]):
+        for i, (a, e, dh) in enumerate(axis):
+            for j, (b, f, dw) in enumerate(axis):
+                total = sum((Q(float(v)) for v in x[idx][a:e, b:f].ravel()), Q(0))
+                div = Q(override) if override else Q(dh * dw)
+                out[idx + (i, j)] = float(r32(r32(total) / div))
+    return out
+
+
+@pytest.mark.clause("TRC-NN-007")
+@pytest.mark.parametrize("name", sorted(POOLS))
+def test_avg_pool2d_is_the_exact_window_sum_rounded_then_divided(name: str) -> None:
+    """Inputs: x (2, 3, 7, 7) random float32 with wide exponents, the pooling of ``name``,
+    under emulate(fallback='error'). Expected: per output fl32(fl32(exact window sum) /
+    divisor), torch's divisor (override, window size with or without the padding, clipped
+    windows in ceil_mode). Pass: every element equal."""
+    rng = np.random.default_rng(len(name))
+    x = (rng.standard_normal((2, 3, 7, 7)) * np.exp2(rng.integers(-8, 9, (2, 3, 7, 7)))
+         ).astype(np.float32)
+    k, s, p, ceil, include, override = POOLS[name]
+    with emulate(fallback="error"):
+        got = TF.avg_pool2d(torch.tensor(x), k, s, p, ceil, include, override).numpy()
+    want = _oracle_pool(x, POOLS[name], got.shape[-1])
+    assert np.array_equal(got.astype(np.float64), want), \
+        f"{int(np.sum(got != want))} of {got.size} differ"
+
+
+@pytest.mark.clause("TRC-NN-007")
+@pytest.mark.parametrize("name", sorted(POOLS))
+def test_avg_pool2d_backward_sums_each_inputs_contributions_once_rounded(name: str) -> None:
+    """Inputs: as above, backward with a random upstream gradient. Expected: per input
+    element fl32(exact sum over the windows that read it of fl32(g / divisor)). Pass:
+    every element equal; where windows do not overlap (2x2 stride 2) also torch's own
+    gradient word for word."""
+    rng = np.random.default_rng(len(name) + 1)
+    x = rng.standard_normal((1, 2, 7, 7)).astype(np.float32)
+    k, s, p, ceil, include, override = POOLS[name]
+    tx = torch.tensor(x, requires_grad=True)
+    with emulate(fallback="error"):
+        y = TF.avg_pool2d(tx, k, s, p, ceil, include, override)
+        g = torch.tensor(rng.standard_normal(tuple(y.shape)).astype(np.float32))
+        y.backward(g)
+    assert tx.grad is not None
+    n_out = y.shape[-1]
+    axis = _divisors(7, n_out, k, s, p, include)
+    acc = [[[Q(0)] * 7 for _ in range(7)] for _ in range(2)]
+    for c in range(2):
+        for i, (a, e, dh) in enumerate(axis):
+            for j, (b, f, dw) in enumerate(axis):
+                div = np.float32(override if override else dh * dw)
+                d = Q(float(np.float32(g[0, c, i, j].item()) / div))
+                for r in range(a, e):
+                    for q in range(b, f):
+                        acc[c][r][q] += d
+    want = np.array([[[float(r32(v)) for v in row] for row in ch] for ch in acc])
+    assert np.array_equal(tx.grad.numpy()[0].astype(np.float64), want)
+    if name == "2x2 stride 2":
+        tx2 = torch.tensor(x, requires_grad=True)
+        TF.avg_pool2d(tx2, k, s).backward(g)
+        assert tx2.grad is not None and np.array_equal(
+            tx.grad.numpy().view(np.uint32), tx2.grad.numpy().view(np.uint32))
+
+
+@pytest.mark.clause("TRC-NN-007")
+@pytest.mark.parametrize("scale", [2.0, 1.5, 3.0])
+def test_nearest_upsampling_backward_adds_each_sources_gradients_once_rounded(
+        scale: float) -> None:
+    """Inputs: x (1, 2, 4, 5), nearest upsampling by ``scale``, a random upstream
+    gradient, under emulate(fallback='error'). Expected: forward torch's (values moved
+    unchanged); backward per input element fl32(exact sum of the gradients of the outputs
+    whose source (floor(o / scale), torch's float32 index) it is). Pass: equal."""
+    rng = np.random.default_rng(int(scale * 10))
+    x = rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    with emulate(fallback="error"):
+        y = TF.interpolate(tx, scale_factor=scale, mode="nearest")
+        g = torch.tensor((rng.standard_normal(tuple(y.shape)) * np.exp2(
+            rng.integers(-20, 21, tuple(y.shape)))).astype(np.float32))
+        y.backward(g)
+    assert torch.equal(y, TF.interpolate(torch.tensor(x), scale_factor=scale, mode="nearest"))
+    Ho, Wo = y.shape[-2:]
+    s = np.float32(1.0 / scale)
+    rows = [min(int(np.floor(np.float32(o) * s)), 3) for o in range(Ho)]
+    cols = [min(int(np.floor(np.float32(o) * s)), 4) for o in range(Wo)]
+    acc = np.empty((2, 4, 5), object)
+    for idx in np.ndindex(acc.shape):
+        acc[idx] = Q(0)
+    for c in range(2):
+        for i in range(Ho):
+            for j in range(Wo):
+                acc[c, rows[i], cols[j]] += Q(float(g[0, c, i, j].item()))
+    want = np.vectorize(lambda v: float(r32(v)))(acc).astype(np.float64)
+    assert tx.grad is not None and np.array_equal(tx.grad.numpy()[0].astype(np.float64), want)
+
+
+MODULES: dict[str, tuple[Callable[[], Any], tuple[int, ...]]] = {
+    "AvgPool2d": (lambda: torch.nn.AvgPool2d(2), (2, 4, 6, 6)),
+    "AvgPool2d(3, 2, 1)": (lambda: torch.nn.AvgPool2d(3, 2, 1), (2, 4, 7, 7)),
+    "AvgPool1d": (lambda: torch.nn.AvgPool1d(3, 2), (2, 4, 9)),
+    "Upsample": (lambda: torch.nn.Upsample(scale_factor=2), (2, 4, 3, 3)),
+    "PixelShuffle": (lambda: torch.nn.PixelShuffle(2), (2, 4, 3, 3)),
+    "ZeroPad2d": (lambda: torch.nn.ZeroPad2d((1, 2, 0, 1)), (2, 4, 3, 3)),
+    "Conv1d": (lambda: torch.nn.Conv1d(4, 4, 3, padding=1), (2, 4, 9)),
+}
+
+
+@pytest.mark.clause("TRC-NN-007", "TRC-EMU-002")
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_pooling_upsampling_and_padding_modules_run_emulated_without_fallback(
+        name: str) -> None:
+    """Inputs: a 1x1 Conv2d (Conv1d's own weights for Conv1d, a Linear over the last axis
+    otherwise for 1-d inputs) followed by the module, a random batch, forward and
+    backward under emulate(model, fallback='error'). Expected: no UnsupportedOpError,
+    every op emulated, the first layer's weight gradient within 2^-10 of torch's. Pass:
+    all."""
+    make, shape = MODULES[name]
+    torch.manual_seed(2)
+    first = torch.nn.Conv2d(4, 4, 1) if len(shape) == 4 else torch.nn.Linear(shape[-1],
+                                                                             shape[-1])
+    model = torch.nn.Sequential(first, make())
+    x = torch.randn(*shape)
+    model(x).square().sum().backward()
+    want = first.weight.grad.clone()
+    model.zero_grad()
+    with emulate(model, fallback="error") as em:
+        model(x).square().sum().backward()
+    assert all(r.emulated for r in em.report.rows())
+    assert first.weight.grad is not None
+    assert float((first.weight.grad - want).abs().max()) <= 2.0**-10, name
