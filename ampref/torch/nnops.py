@@ -45,32 +45,43 @@ def _addmm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> An
 
 
 def _check_conv(stride: Any, padding: Any, dilation: Any, transposed: bool, groups: int) -> None:
-    if transposed or groups != 1 or any(d != 1 for d in dilation) or len(stride) not in (1, 2):
+    if transposed or any(d != 1 for d in dilation) or len(stride) not in (1, 2):
         raise NotImplementedError("ampref.torch: convolution is emulated for 1-d and 2-d, "
-                                  "groups=1, dilation=1, not transposed (the engine's conv2d)")
+                                  "dilation=1, not transposed (the engine's conv2d)")
 
 
-def _conv_fn(ctx: Any, stride: Any, padding: Any) -> Callable[..., Any]:
-    """The engine's convolution for aten's arguments: conv2d, or for 1-d a conv2d of a
-    height-1 image (N, C, 1, L) with (Cout, C, 1, k) weights, so every output element is
-    the same one dot product over (c, j) (TRC-NN-001)."""
-    if len(stride) == 2:
-        return lambda x, w, b: F.conv2d(x, w, b, tuple(stride), tuple(padding),
-                                        accumulation=ctx.accumulation)
+def _conv_fn(ctx: Any, stride: Any, padding: Any, groups: int = 1) -> Callable[..., Any]:
+    """The engine's convolution for aten's arguments: conv2d, for 1-d a conv2d of a
+    height-1 image (N, C, 1, L) with (Cout, C, 1, k) weights, and with groups one such
+    convolution per group on its channel slices, concatenated: every output element is
+    one dot product over its group's (c, i, j) (TRC-NN-001)."""
+    def conv2d(x: Any, w: Any, b: Any) -> Any:
+        return F.conv2d(x, w, b, tuple(stride), tuple(padding), accumulation=ctx.accumulation)
 
     def conv1d(x: Any, w: Any, b: Any) -> Any:
         y = F.conv2d(F.reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2])),
                      F.reshape(w, (w.shape[0], w.shape[1], 1, w.shape[2])), b,
                      (1, stride[0]), (0, padding[0]), accumulation=ctx.accumulation)
         return F.reshape(y, (y.shape[0], y.shape[1], y.shape[3]))
-    return conv1d
+    one = conv2d if len(stride) == 2 else conv1d
+    if groups == 1:
+        return one
+
+    def grouped(x: Any, w: Any, b: Any) -> Any:
+        ci, co = x.shape[1] // groups, w.shape[0] // groups
+        outs = [one(F.index(x, (slice(None), slice(g * ci, (g + 1) * ci))),
+                    F.index(w, slice(g * co, (g + 1) * co)),
+                    None if b is None else F.index(b, slice(g * co, (g + 1) * co)))
+                for g in range(groups)]
+        return F.concat(outs, 1)
+    return grouped
 
 
 def _conv(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     x, w, b, stride, padding, dilation, transposed, _, groups = args
     _check_conv(stride, padding, dilation, transposed, groups)
     out = meta(func, args, kw)
-    return as_torch(forward(_conv_fn(ctx, stride, padding), x, w, b), out.dtype)
+    return as_torch(forward(_conv_fn(ctx, stride, padding, groups), x, w, b), out.dtype)
 
 
 def _conv_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
@@ -79,7 +90,7 @@ def _conv_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
     # torch passes bias_sizes [0] for a convolution without bias: no bias then
     b = torch.zeros(bias_sizes, dtype=w.dtype) if mask[2] and bias_sizes and \
         math.prod(bias_sizes) > 0 else None
-    grads = replay(_conv_fn(ctx, stride, padding), [x, w, b],
+    grads = replay(_conv_fn(ctx, stride, padding, groups), [x, w, b],
                    [mask[0], mask[1], mask[2] and b is not None], g)
     return tuple(grads)
 

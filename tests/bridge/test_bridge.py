@@ -484,3 +484,38 @@ def test_conv1d_is_the_engines_conv2d_on_a_height_one_image(
             ((tb.grad, eb.grad),) if tb is not None and eb is not None else ()):
         assert got is not None and want is not None
         assert_bitwise_equal(got.numpy(), np.asarray(want).reshape(got.shape), msg="grad: ")
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("groups, cin, cout", [(2, 4, 6), (4, 4, 4), (4, 4, 8)],
+                         ids=["2 groups", "depthwise", "depthwise x2"])
+def test_a_grouped_convolution_is_one_engine_conv2d_per_group(groups: int, cin: int,
+                                                              cout: int) -> None:
+    """Inputs: x (2, cin, 6, 6), weight (cout, cin / groups, 3, 3), bias, padding 1,
+    ``groups``; forward and the gradients of sum(y * u) under emulate(fallback='error').
+    Expected: the engine's conv2d of each group's input channels with its output
+    channels' weights and bias, concatenated over channels, and its gradients. Pass:
+    equal words."""
+    rng = np.random.default_rng(groups + cout)
+    x = rng.standard_normal((2, cin, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((cout, cin // groups, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32)
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    with at.emulate(fallback="error"):
+        y = torch.nn.functional.conv2d(tx, tw, tb, padding=1, groups=groups)
+        u = torch.tensor(rng.standard_normal(tuple(y.shape)).astype(np.float32))
+        (y * u).sum().backward()
+    ci, co = cin // groups, cout // groups
+    parts = []
+    for g in range(groups):
+        ex = ampref.tensor(x[:, g * ci:(g + 1) * ci], requires_grad=True)
+        ew = ampref.tensor(w[g * co:(g + 1) * co], requires_grad=True)
+        eb = ampref.tensor(b[g * co:(g + 1) * co], requires_grad=True)
+        ey = F.conv2d(ex, ew, eb, 1, 1)
+        F.sum(F.mul(ey, ampref.tensor(u.numpy()[:, g * co:(g + 1) * co]))).backward()
+        parts.append((ey.numpy(), ex.grad, ew.grad, eb.grad))
+    assert_bitwise_equal(y.detach().numpy(), np.concatenate([p[0] for p in parts], 1))
+    assert tx.grad is not None and tw.grad is not None and tb.grad is not None
+    assert_bitwise_equal(tx.grad.numpy(), np.concatenate([np.asarray(p[1]) for p in parts], 1))
+    assert_bitwise_equal(tw.grad.numpy(), np.concatenate([np.asarray(p[2]) for p in parts], 0))
+    assert_bitwise_equal(tb.grad.numpy(), np.concatenate([np.asarray(p[3]) for p in parts], 0))
