@@ -17,7 +17,7 @@ import torch
 from ampref.accumulation import certified
 from ampref.engine import functional as F
 
-from .convert import format_of, from_numpy, meta, to_numpy
+from .convert import engine, format_of, from_numpy, meta, to_numpy
 from .replay import as_torch, forward, replay
 
 __all__ = ["NN"]
@@ -213,24 +213,31 @@ def _sdpa_args(args: tuple[Any, ...], kw: dict[str, Any], first: int) -> tuple[A
     names = ("dropout_p", "is_causal", "attn_mask", "scale")
     vals = dict(zip(names, args[first:], strict=False))
     vals.update({k: v for k, v in kw.items() if k in names})
-    if vals.get("dropout_p", 0.0) != 0.0 or vals.get("attn_mask") is not None:
-        raise NotImplementedError("ampref.torch: attention is emulated without dropout and "
-                                  "with is_causal for masking (no attn_mask)")
-    return bool(vals.get("is_causal", False)), vals.get("scale")
+    if vals.get("dropout_p", 0.0) != 0.0:
+        raise NotImplementedError("ampref.torch: attention is emulated without dropout")
+    return bool(vals.get("is_causal", False)), vals.get("scale"), vals.get("attn_mask")
+
+
+def _attention(ctx: Any, causal: bool, scale: Any, mask: Any) -> Callable[..., Any]:
+    """The engine's attention with torch's additive mask (a torch tensor: a boolean mask
+    reaches this op as 0 / -inf already), TRC-NN-002."""
+    bias = None if mask is None else engine(mask)
+    return lambda q_, k_, v_: F.scaled_dot_product_attention(
+        q_, k_, v_, bias, is_causal=causal, scale=scale, accumulation=ctx.accumulation)
 
 
 def _sdpa(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     q, k, v = args[:3]
-    causal, scale = _sdpa_args(args, kw, 3)
+    causal, scale, mask = _sdpa_args(args, kw, 3)
     out = meta(func, args, kw)
-    run = lambda q_, k_, v_: F.scaled_dot_product_attention(  # noqa: E731
-        q_, k_, v_, is_causal=causal, scale=scale, accumulation=ctx.accumulation)
-    y = forward(run, q, k, v)
+    y = forward(_attention(ctx, causal, scale, mask), q, k, v)
     # logsumexp (for torch's own backward, which emulation replaces): of the scaled scores
     s = forward(lambda q_, k_: F.mul(F.matmul(q_, F.transpose(k_, -2, -1)), float(
         scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))), q, k).data
     if causal:
         s = np.where(np.triu(np.ones(s.shape[-2:], bool), 1), -np.inf, s)
+    if mask is not None:
+        s = s + to_numpy(mask).astype(s.dtype)
     m = s.max(axis=-1, keepdims=True)
     with np.errstate(all="ignore"):
         lse = (m + np.log(np.exp((s - m).astype(np.float64)).sum(-1, keepdims=True)))[..., 0]
@@ -239,10 +246,9 @@ def _sdpa(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any
 
 def _sdpa_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     g, q, k, v = args[:4]
-    causal, scale = _sdpa_args(args, kw, 6)
-    run = lambda q_, k_, v_: F.scaled_dot_product_attention(  # noqa: E731
-        q_, k_, v_, is_causal=causal, scale=scale, accumulation=ctx.accumulation)
-    return tuple(replay(run, [q, k, v], [True, True, True], g))
+    causal, scale, mask = _sdpa_args(args, kw, 6)
+    return tuple(replay(_attention(ctx, causal, scale, mask), [q, k, v], [True, True, True],
+                        g))
 
 
 def _embedding_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:

@@ -519,3 +519,91 @@ def test_a_grouped_convolution_is_one_engine_conv2d_per_group(groups: int, cin: 
     assert_bitwise_equal(tx.grad.numpy(), np.concatenate([np.asarray(p[1]) for p in parts], 1))
     assert_bitwise_equal(tw.grad.numpy(), np.concatenate([np.asarray(p[2]) for p in parts], 0))
     assert_bitwise_equal(tb.grad.numpy(), np.concatenate([np.asarray(p[3]) for p in parts], 0))
+
+
+def _attention_inputs(seed: int) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    qkv = [rng.standard_normal((2, 2, 5, 4)).astype(np.float32) for _ in range(3)]
+    keep = rng.uniform(size=(2, 1, 5, 5)) > 0.3
+    keep[..., 0] = True  # no row fully masked
+    bias = rng.standard_normal((2, 1, 5, 5)).astype(np.float32)
+    return qkv, keep, bias
+
+
+@pytest.mark.clause("TRC-NN-002")
+@pytest.mark.parametrize("mask", ["boolean", "additive"])
+def test_masked_attention_is_the_engines_attention_with_torchs_additive_mask(
+        mask: str) -> None:
+    """Inputs: q, k, v (2, 2, 5, 4) random, a boolean keep-mask (torch turns it into a
+    0 / -inf additive mask before its CPU kernel) or a random float bias; forward and
+    the gradients of sum(y * u) under emulate(fallback='error'). Expected: the engine's
+    scaled_dot_product_attention with the boolean mask (masked_fill) resp. the bias
+    (s + bias) and its gradients; within 2^-12 of torch's own. Pass: equal words, and
+    the bound."""
+    qkv, keep, bias = _attention_inputs(1)
+    tmask = torch.tensor(keep) if mask == "boolean" else torch.tensor(bias)
+    u = np.random.default_rng(2).standard_normal(qkv[0].shape).astype(np.float32)
+    runs = []
+    for emulated in (True, False):
+        ts = [torch.tensor(a, requires_grad=True) for a in qkv]
+        with at.emulate(fallback="error") if emulated else contextlib.nullcontext():
+            y = torch.nn.functional.scaled_dot_product_attention(*ts, attn_mask=tmask)
+            (y * torch.tensor(u)).sum().backward()
+        runs.append([y.detach().numpy()] + [t.grad.numpy() for t in ts if t.grad is not None])
+    es = [ampref.tensor(a, requires_grad=True) for a in qkv]
+    ey = F.scaled_dot_product_attention(es[0], es[1], es[2],
+                                        keep if mask == "boolean" else ampref.tensor(bias))
+    F.sum(F.mul(ey, ampref.tensor(u))).backward()
+    want = [ey.numpy()] + [np.asarray(e.grad) for e in es]
+    assert len(runs[0]) == 4
+    for got, w, torchs in zip(runs[0], want, runs[1], strict=True):
+        assert_bitwise_equal(got, w)
+        assert float(np.abs(got - torchs).max()) <= 2.0**-12
+
+
+@pytest.mark.clause("TRC-NN-002")
+def test_a_zero_or_minus_inf_additive_mask_equals_the_boolean_mask_in_the_engine() -> None:
+    """Inputs: the engine's attention with a boolean keep-mask, and with the additive
+    mask torch derives from it (0 where kept, -inf elsewhere), same q, k, v. Expected:
+    the same output and gradients (adding 0 or -inf is exact). Pass: equal words."""
+    qkv, keep, _ = _attention_inputs(3)
+    outs = []
+    for m in (keep, ampref.tensor(np.where(keep, 0.0, -np.inf).astype(np.float32))):
+        es = [ampref.tensor(a, requires_grad=True) for a in qkv]
+        y = F.scaled_dot_product_attention(es[0], es[1], es[2], m)
+        F.sum(y).backward()
+        outs.append([y.numpy()] + [np.asarray(e.grad) for e in es])
+    for a, b in zip(outs[0], outs[1], strict=True):
+        assert_bitwise_equal(a, b)
+
+
+@pytest.mark.clause("TRC-NN-002", "TRC-EMU-002")
+@pytest.mark.parametrize("which", ["MultiheadAttention", "TransformerEncoderLayer"])
+def test_attention_modules_with_a_key_padding_mask_run_emulated(which: str) -> None:
+    """Inputs: nn.MultiheadAttention(8, 2) or nn.TransformerEncoderLayer(8, 2, 16,
+    dropout 0) (batch first), a batch of 2 sequences of 6 with the last 2 positions of
+    the first padded (key_padding_mask), forward and backward under emulate(model,
+    fallback='error'). Expected: no UnsupportedOpError, every op emulated, parameter
+    gradients within 2^-10 of torch's. Pass: all."""
+    torch.manual_seed(3)
+    if which == "MultiheadAttention":
+        model: Any = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    else:
+        model = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    model.train()
+    x = torch.randn(2, 6, 8)
+    pad = torch.zeros(2, 6, dtype=torch.bool)
+    pad[0, 4:] = True
+
+    def run() -> Any:
+        if which == "MultiheadAttention":
+            return model(x, x, x, key_padding_mask=pad, need_weights=False)[0]
+        return model(x, src_key_padding_mask=pad)
+    run().square().sum().backward()
+    want = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    with at.emulate(model, fallback="error") as em:
+        run().square().sum().backward()
+    assert all(r.emulated for r in em.report.rows())
+    for p, w in zip(model.parameters(), want, strict=True):
+        assert p.grad is not None and float((p.grad - w).abs().max()) <= 2.0**-10

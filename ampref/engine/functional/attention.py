@@ -10,8 +10,8 @@ import numpy as np
 from ampref.common.checks import check_flag, check_real
 from ..indices import IndexTensor
 from ..tensor import Tensor
-from .core import autocast_inputs, check_tensor, nested_ops
-from .elementwise import masked_fill, mul
+from .core import autocast_inputs, check_tensor, nested_ops, to_format
+from .elementwise import add, masked_fill, mul
 from .linalg import matmul
 from .norms import softmax
 from .shapes import transpose
@@ -25,14 +25,17 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                  accumulation: str = "exact") -> Tensor:
     """softmax(q k^T * scale + mask) v over (..., L, E) inputs, as composed engine ops:
 
-    s = fl(fl(q @ k^T) * fl32(scale)); positions where the boolean ``attn_mask`` is False
-    (or above the diagonal with ``is_causal``) get -inf; p = softmax(s) (float32 inside,
-    output in the compute format); out = p @ v. ``scale`` defaults to 1/sqrt(E). A row
-    with every position masked gives NaN. Autocast name ``scaled_dot_product_attention``
+    s = fl(fl(q @ k^T) * fl32(scale)); positions where a boolean ``attn_mask`` is False
+    (or above the diagonal with ``is_causal``) get -inf; a floating ``attn_mask`` (a
+    Tensor, torch's additive mask: 0 / -inf from a boolean one, or a bias such as ALiBi)
+    is added, s = fl(s + mask) in the compute format (broadcast; no gradient flows to
+    it, as torch's fused CPU kernel returns none); p = softmax(s) (float32 inside, output
+    in the compute format); out = p @ v. ``scale`` defaults to 1/sqrt(E). A row with
+    every position masked gives NaN. Autocast name ``scaled_dot_product_attention``
     (lower precision; nested ops are not re-cast).
 
     Raises:
-        TypeError: a non-boolean ``attn_mask`` (additive float masks are not supported).
+        TypeError: an ``attn_mask`` that is neither boolean nor a floating ampref Tensor.
         ValueError: ``dropout_p`` other than 0 (attention dropout would need a seed; use
             :func:`dropout` on the attention weights).
     """
@@ -40,13 +43,16 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if dropout_p != 0.0:
         raise ValueError(f"scaled_dot_product_attention: dropout_p must be 0.0, got {dropout_p!r} "
                          "(ampref's dropout is seeded: apply F.dropout(..., seed=...) instead)")
-    mask = None
-    if attn_mask is not None:
-        mask = np.asarray(attn_mask.numpy() if isinstance(attn_mask, (Tensor, IndexTensor))
+    mask, bias = None, None
+    if isinstance(attn_mask, Tensor):  # additive: a floating engine tensor
+        bias = attn_mask.detach()  # a constant: no gradient flows to it
+    elif attn_mask is not None:
+        mask = np.asarray(attn_mask.numpy() if isinstance(attn_mask, IndexTensor)
                           else attn_mask)
         if mask.dtype != bool:
             raise TypeError(f"scaled_dot_product_attention: attn_mask must be boolean (True = "
-                            f"attend), got dtype {mask.dtype}; float masks are not supported")
+                            f"attend) or a floating ampref.Tensor (added to the scores), got "
+                            f"dtype {mask.dtype}")
     is_causal = check_flag("is_causal", is_causal)
     if scale is not None:
         scale = check_real("scaled_dot_product_attention scale", scale)
@@ -62,4 +68,6 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             block = block | ~mask
         if block.any():
             s = masked_fill(s, block, -np.inf)
+        if bias is not None:  # in the scores' format (torch requires the query's dtype)
+            s = add(s, bias if bias.format == s.format else to_format(bias, s.format))
         return matmul(softmax(s, -1), v, accumulation=accumulation)
