@@ -19,6 +19,7 @@ from ampref.engine.functional.norms import layer_norm_stats, log_softmax_grad, s
 from ampref.formats.table import get_format
 
 from .convert import format_of, from_numpy, meta, to_numpy
+from .evalnorm import batch_norm_eval, batch_norm_eval_backward
 from .replay import NP, as_torch, forward, replay
 
 __all__ = ["NORMS"]
@@ -115,8 +116,8 @@ def _grouped(x: Any, w: Any, b: Any, groups: int, eps: float, channel_major: boo
 
 def _batch_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     x, w, b, rm, rv, training, momentum, eps = args
-    if not training:
-        raise NotImplementedError("batch norm in eval mode (running statistics)")
+    if not training:  # running statistics: torch's fused per-channel transform
+        return batch_norm_eval(x, w, b, rm, rv, eps, func, args, kw)
     out = meta(func, args, kw)
     y = forward(lambda x_, w_, b_: _grouped(x_, w_, b_, 1, eps, True), x, w, b)
     axes = (0,) + tuple(range(2, x.ndim))
@@ -135,7 +136,7 @@ def _batch_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) 
 def _batch_norm_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     g, x, w, _rm, _rv, _sm, _sv, train, eps, mask = args
     if not train:
-        raise NotImplementedError("batch norm backward in eval mode")
+        return batch_norm_eval_backward(g, x, w, _rm, _rv, eps, mask)
     # its gradient is the engine's bias gradient, in the parameters' dtype as torch's
     # (float32 for a bf16/fp16 input under autocast)
     b0 = torch.zeros(x.shape[1], dtype=w.dtype if w is not None else x.dtype)
