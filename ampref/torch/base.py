@@ -18,6 +18,7 @@ from ampref.accumulation.registry import resolve
 from .convert import is_float, meta
 from .nnops import NN
 from .activations import ACTIVATIONS
+from .convops import CONVS
 from .lossops import LOSSES
 from .normops import NORMS
 from .poolops import POOLS
@@ -30,7 +31,7 @@ __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "p
 
 #: aten ops ampref computes (overload packet name -> handler)
 HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES, **NN,
-                                            **NORMS, **POOLS, **RNN}
+                                            **CONVS, **NORMS, **POOLS, **RNN}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode

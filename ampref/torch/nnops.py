@@ -1,4 +1,4 @@
-"""aten's matmuls, convolution, reductions, losses, attention and embedding on
+"""aten's matmuls, reductions, losses, attention and embedding on
 ampref's engine (``specs/torch.md`` TRC-NN-*), through :mod:`ampref.torch.replay`: an
 aten-level model and the same model in ampref's engine agree wherever aten's ops are
 the engine's ops; where aten fuses differently (addmm with a 2-D bias, nll_loss's
@@ -25,7 +25,7 @@ __all__ = ["NN"]
 Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
-# -- matmuls and convolution ------------------------------------------------------------
+# -- matmuls ----------------------------------------------------------------------------
 def _mm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     out = meta(func, args, kw)
     r = forward(lambda a, b: F.matmul(a, b, accumulation=ctx.accumulation), args[0], args[1])
@@ -42,57 +42,6 @@ def _addmm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> An
     r = forward(lambda b, x, w: F.linear(x, F.transpose(w, 0, 1), b,
                                           accumulation=ctx.accumulation), bias, m1, m2)
     return as_torch(r, out.dtype)
-
-
-def _check_conv(stride: Any, padding: Any, dilation: Any, transposed: bool, groups: int) -> None:
-    if transposed or any(d != 1 for d in dilation) or len(stride) not in (1, 2):
-        raise NotImplementedError("ampref.torch: convolution is emulated for 1-d and 2-d, "
-                                  "dilation=1, not transposed (the engine's conv2d)")
-
-
-def _conv_fn(ctx: Any, stride: Any, padding: Any, groups: int = 1) -> Callable[..., Any]:
-    """The engine's convolution for aten's arguments: conv2d, for 1-d a conv2d of a
-    height-1 image (N, C, 1, L) with (Cout, C, 1, k) weights, and with groups one such
-    convolution per group on its channel slices, concatenated: every output element is
-    one dot product over its group's (c, i, j) (TRC-NN-001)."""
-    def conv2d(x: Any, w: Any, b: Any) -> Any:
-        return F.conv2d(x, w, b, tuple(stride), tuple(padding), accumulation=ctx.accumulation)
-
-    def conv1d(x: Any, w: Any, b: Any) -> Any:
-        y = F.conv2d(F.reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2])),
-                     F.reshape(w, (w.shape[0], w.shape[1], 1, w.shape[2])), b,
-                     (1, stride[0]), (0, padding[0]), accumulation=ctx.accumulation)
-        return F.reshape(y, (y.shape[0], y.shape[1], y.shape[3]))
-    one = conv2d if len(stride) == 2 else conv1d
-    if groups == 1:
-        return one
-
-    def grouped(x: Any, w: Any, b: Any) -> Any:
-        ci, co = x.shape[1] // groups, w.shape[0] // groups
-        outs = [one(F.index(x, (slice(None), slice(g * ci, (g + 1) * ci))),
-                    F.index(w, slice(g * co, (g + 1) * co)),
-                    None if b is None else F.index(b, slice(g * co, (g + 1) * co)))
-                for g in range(groups)]
-        return F.concat(outs, 1)
-    return grouped
-
-
-def _conv(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    x, w, b, stride, padding, dilation, transposed, _, groups = args
-    _check_conv(stride, padding, dilation, transposed, groups)
-    out = meta(func, args, kw)
-    return as_torch(forward(_conv_fn(ctx, stride, padding, groups), x, w, b), out.dtype)
-
-
-def _conv_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    g, x, w, bias_sizes, stride, padding, dilation, transposed, _, groups, mask = args
-    _check_conv(stride, padding, dilation, transposed, groups)
-    # torch passes bias_sizes [0] for a convolution without bias: no bias then
-    b = torch.zeros(bias_sizes, dtype=w.dtype) if mask[2] and bias_sizes and \
-        math.prod(bias_sizes) > 0 else None
-    grads = replay(_conv_fn(ctx, stride, padding, groups), [x, w, b],
-                   [mask[0], mask[1], mask[2] and b is not None], g)
-    return tuple(grads)
 
 
 # -- reductions -----------------------------------------------------------------------
@@ -272,8 +221,7 @@ def _gelu_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
 #: aten op name (overload packet) -> handler
 NN: dict[str, Handler] = {
     "gelu_backward": _gelu_bwd,
-    "mm": _mm, "bmm": _mm, "addmm": _addmm, "convolution": _conv,
-    "convolution_backward": _conv_bwd, "sum": _sum, "mean": _mean,
+    "mm": _mm, "bmm": _mm, "addmm": _addmm, "sum": _sum, "mean": _mean,
     "linalg_vector_norm": _vector_norm, "_foreach_norm": _foreach_norm,
     "nll_loss_forward": _nll, "nll_loss_backward": _nll_bwd,
     "mse_loss": _mse, "mse_loss_backward": _mse_bwd,

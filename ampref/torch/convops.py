@@ -1,0 +1,116 @@
+"""aten's convolutions on ampref's engine (``specs/torch.md`` TRC-NN-001, TRC-NN-008):
+1-d and 2-d, grouped and depthwise, and transposed, all through the engine's conv2d and
+its derivatives, so every rounding is one the engine defines.
+
+A transposed convolution is the derivative of a convolution with respect to its input:
+``conv_transpose(x, w) = d/dz <conv2d(z, w), x>``, so the engine's input-gradient rule
+(the overlapping patch contributions added in float64 in kernel-offset order, rounded
+once, ENG-CNV-001) is its forward, then ``fl32(. + b)`` for the bias; its input gradient
+is the forward convolution ``conv2d(g, w)`` (one dot product per element) and its weight
+gradient the convolution's weight gradient with ``g`` as input and ``x`` as upstream.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ampref.engine import functional as F
+
+from .convert import engine, meta
+from .replay import as_torch, forward, replay
+
+__all__ = ["CONVS"]
+
+Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+def _check_conv(stride: Any, dilation: Any, transposed: bool, groups: int) -> None:
+    if any(d != 1 for d in dilation) or len(stride) not in (1, 2) or (transposed and
+                                                                      groups != 1):
+        raise NotImplementedError("ampref.torch: convolution is emulated for 1-d and 2-d, "
+                                  "dilation=1, transposed only with groups=1 (the engine's "
+                                  "conv2d)")
+
+
+def _conv_fn(ctx: Any, stride: Any, padding: Any, groups: int = 1) -> Callable[..., Any]:
+    """The engine's convolution for aten's arguments: conv2d, for 1-d a conv2d of a
+    height-1 image (N, C, 1, L) with (Cout, C, 1, k) weights, and with groups one such
+    convolution per group on its channel slices, concatenated: every output element is
+    one dot product over its group's (c, i, j) (TRC-NN-001)."""
+    def conv2d(x: Any, w: Any, b: Any) -> Any:
+        return F.conv2d(x, w, b, tuple(stride), tuple(padding), accumulation=ctx.accumulation)
+
+    def conv1d(x: Any, w: Any, b: Any) -> Any:
+        y = F.conv2d(F.reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2])),
+                     F.reshape(w, (w.shape[0], w.shape[1], 1, w.shape[2])), b,
+                     (1, stride[0]), (0, padding[0]), accumulation=ctx.accumulation)
+        return F.reshape(y, (y.shape[0], y.shape[1], y.shape[3]))
+    one = conv2d if len(stride) == 2 else conv1d
+    if groups == 1:
+        return one
+
+    def grouped(x: Any, w: Any, b: Any) -> Any:
+        ci, co = x.shape[1] // groups, w.shape[0] // groups
+        outs = [one(F.index(x, (slice(None), slice(g * ci, (g + 1) * ci))),
+                    F.index(w, slice(g * co, (g + 1) * co)),
+                    None if b is None else F.index(b, slice(g * co, (g + 1) * co)))
+                for g in range(groups)]
+        return F.concat(outs, 1)
+    return grouped
+
+
+def _transposed(ctx: Any, x: Any, w: Any, b: Any, stride: Any, padding: Any,
+                out: Any) -> Any:
+    """conv_transpose(x, w) + b: the engine's input gradient of conv2d(z, w) with upstream
+    x, z of the output's shape (TRC-NN-008)."""
+    z = torch.zeros(tuple(out.shape), dtype=x.dtype)
+    (y,) = replay(lambda z_: _conv_fn(ctx, stride, padding)(z_, engine(w), None), [z], [True],
+                  x)
+    assert y is not None  # requested above
+    if b is None:
+        return as_torch(forward(lambda y_: y_, y), out.dtype)
+    shape = (1, -1) + (1,) * (y.ndim - 2)
+    return as_torch(forward(lambda y_, b_: F.add(y_, F.reshape(b_, shape)), y, b), out.dtype)
+
+
+def _conv(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    x, w, b, stride, padding, dilation, transposed, _, groups = args
+    _check_conv(stride, dilation, transposed, groups)
+    out = meta(func, args, kw)
+    if transposed:
+        return _transposed(ctx, x, w, b, stride, padding, out)
+    return as_torch(forward(_conv_fn(ctx, stride, padding, groups), x, w, b), out.dtype)
+
+
+def _conv_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    g, x, w, bias_sizes, stride, padding, dilation, transposed, _, groups, mask = args
+    _check_conv(stride, dilation, transposed, groups)
+    # torch passes bias_sizes [0] for a convolution without bias: no bias then
+    has_b = bool(mask[2] and bias_sizes and math.prod(bias_sizes) > 0)
+    if transposed:
+        return _transposed_bwd(ctx, g, x, w, stride, padding, mask, has_b)
+    b = torch.zeros(bias_sizes, dtype=w.dtype) if has_b else None
+    grads = replay(_conv_fn(ctx, stride, padding, groups), [x, w, b],
+                   [mask[0], mask[1], has_b], g)
+    return tuple(grads)
+
+
+def _transposed_bwd(ctx: Any, g: Any, x: Any, w: Any, stride: Any, padding: Any, mask: Any,
+                    has_b: bool) -> tuple[Any, ...]:
+    """(dx, dw, db) of conv_transpose: dx = conv2d(g, w); dw = conv2d's weight gradient
+    with input g and upstream x; db = the engine's exact sum of g over all but channels."""
+    conv = _conv_fn(ctx, stride, padding)
+    dx = as_torch(forward(lambda g_, w_: conv(g_, w_, None), g, w), x.dtype) if mask[0] \
+        else None
+    dw = replay(lambda w_: conv(engine(g), w_, None), [w], [True], x)[0] if mask[1] else None
+    axes = (0,) + tuple(range(2, g.ndim))
+    db = as_torch(forward(lambda g_: F.sum(g_, axes), g), w.dtype) if has_b else None
+    return dx, dw, db
+
+
+#: aten op name (overload packet) -> handler
+CONVS: dict[str, Handler] = {"convolution": _conv, "convolution_backward": _conv_bwd}

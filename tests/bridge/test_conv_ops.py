@@ -1,0 +1,122 @@
+"""Transposed convolutions under emulate (``ampref.torch.convops``, TRC-NN-008) against an
+exact rational oracle of the stated rule (per output position and kernel offset the
+exact dot product over input channels rounded to float32, the offsets' values summed and
+rounded once, then the bias), their gradients against the engine's conv2d, and torch's
+ConvTranspose modules end to end without fallback."""
+
+from __future__ import annotations
+
+from fractions import Fraction as Q
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from value_oracles import r32  # noqa: E402
+
+import ampref  # noqa: E402
+from ampref import functional as F  # noqa: E402
+from ampref.testing import assert_bitwise_equal  # noqa: E402
+from ampref.torch import emulate  # noqa: E402
+
+#: (kernel, stride, padding, output_padding, bias) on a 4 x 4 input
+CASES = {"k3": (3, 1, 0, 0, True), "k4 s2 p1": (4, 2, 1, 0, True),
+         "k3 s2 p1 op1 no bias": (3, 2, 1, 1, False)}
+
+
+def _oracle(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s: int, p: int,
+            out_hw: tuple[int, int]) -> np.ndarray:
+    N, Ci, H, W = x.shape
+    Co, k = w.shape[1], w.shape[2]
+    Ho, Wo = out_hw
+    y = np.zeros((N, Co, Ho, Wo))
+    for n in range(N):
+        for co in range(Co):
+            for oh in range(Ho):
+                for ow in range(Wo):
+                    total = Q(0)
+                    for i in range(k):  # kernel offset: the input row h with h s - p + i = oh
+                        for j in range(k):
+                            h, rh = divmod(oh + p - i, s)
+                            q, rw = divmod(ow + p - j, s)
+                            if rh or rw or not (0 <= h < H and 0 <= q < W):
+                                continue
+                            total += r32(sum((Q(float(x[n, ci, h, q]))
+                                              * Q(float(w[ci, co, i, j]))
+                                              for ci in range(Ci)), Q(0)))
+                    v = r32(total)
+                    y[n, co, oh, ow] = float(r32(v + Q(float(b[co]))) if b is not None else v)
+    return y
+
+
+@pytest.mark.clause("TRC-NN-008")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_conv_transpose2d_is_the_engines_input_gradient_rule(name: str) -> None:
+    """Inputs: x (2, 3, 4, 4), weight (3, 2, k, k), bias (2) or none, the case's stride,
+    padding and output padding, under emulate(fallback='error'). Expected: per output
+    element fl32(fl32(sum over kernel offsets of fl32(exact dot over input channels)) +
+    b). Pass: every element equal."""
+    k, s, p, op, bias = CASES[name]
+    rng = np.random.default_rng(k * 10 + s)
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 2, k, k)).astype(np.float32)
+    b = rng.standard_normal(2).astype(np.float32) if bias else None
+    with emulate(fallback="error"):
+        y = torch.nn.functional.conv_transpose2d(
+            torch.tensor(x), torch.tensor(w), None if b is None else torch.tensor(b),
+            stride=s, padding=p, output_padding=op).numpy()
+    want = _oracle(x, w, b, s, p, y.shape[-2:])
+    assert np.array_equal(y.astype(np.float64), want), f"{int(np.sum(y != want))} differ"
+
+
+@pytest.mark.clause("TRC-NN-008")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_conv_transpose2d_gradients_are_the_engines_conv2d_and_its_weight_gradient(
+        name: str) -> None:
+    """Inputs: as above, backward of sum(y * u). Expected: dx = the engine's conv2d(u, w)
+    (stride, padding), dw = the engine's conv2d weight gradient with input u and upstream
+    x, db = the engine's exact sum of u over batch and positions. Pass: equal words."""
+    k, s, p, op, bias = CASES[name]
+    rng = np.random.default_rng(k * 10 + s + 1)
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 2, k, k)).astype(np.float32)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    tb = torch.tensor(rng.standard_normal(2).astype(np.float32), requires_grad=True) \
+        if bias else None
+    with emulate(fallback="error"):
+        y = torch.nn.functional.conv_transpose2d(tx, tw, tb, stride=s, padding=p,
+                                                 output_padding=op)
+        u = rng.standard_normal(tuple(y.shape)).astype(np.float32)
+        (y * torch.tensor(u)).sum().backward()
+    assert tx.grad is not None and tw.grad is not None
+    assert_bitwise_equal(tx.grad.numpy(), F.conv2d(ampref.tensor(u), ampref.tensor(w), None,
+                                                   s, p).numpy(), msg="dx: ")
+    ew = ampref.tensor(w, requires_grad=True)
+    F.sum(F.mul(F.conv2d(ampref.tensor(u), ew, None, s, p), ampref.tensor(x))).backward()
+    assert_bitwise_equal(tw.grad.numpy(), np.asarray(ew.grad), msg="dw: ")
+    if tb is not None:
+        assert tb.grad is not None
+        assert_bitwise_equal(tb.grad.numpy(), F.sum(ampref.tensor(u), (0, 2, 3)).numpy())
+
+
+@pytest.mark.clause("TRC-NN-008", "TRC-EMU-002")
+@pytest.mark.parametrize("which", ["ConvTranspose2d", "ConvTranspose1d"])
+def test_conv_transpose_modules_run_emulated_without_fallback(which: str) -> None:
+    """Inputs: ConvTranspose2d(3, 4, 4, stride 2, padding 1) on (2, 3, 5, 5), or
+    ConvTranspose1d(3, 2, 4, stride 2) on (2, 3, 7), forward and backward under
+    emulate(model, fallback='error'). Expected: no UnsupportedOpError, every op
+    emulated, gradients within 2^-10 of torch's. Pass: all."""
+    torch.manual_seed(5)
+    model: Any = torch.nn.ConvTranspose2d(3, 4, 4, stride=2, padding=1) \
+        if which == "ConvTranspose2d" else torch.nn.ConvTranspose1d(3, 2, 4, stride=2)
+    x = torch.randn(2, 3, 5, 5) if which == "ConvTranspose2d" else torch.randn(2, 3, 7)
+    model(x).square().sum().backward()
+    want = [q.grad.clone() for q in model.parameters()]
+    model.zero_grad()
+    with emulate(model, fallback="error") as em:
+        model(x).square().sum().backward()
+    assert all(r.emulated for r in em.report.rows())
+    for q, g in zip(model.parameters(), want, strict=True):
+        assert q.grad is not None and float((q.grad - g).abs().max()) <= 2.0**-10
