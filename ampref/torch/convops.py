@@ -16,9 +16,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from ampref.engine import functional as F
+from ampref.engine.tensor import Tensor as EngineTensor
 
 from .convert import engine, meta
 from .replay import as_torch, forward, replay
@@ -29,14 +31,52 @@ Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
 def _check_conv(stride: Any, dilation: Any, transposed: bool, groups: int) -> None:
-    if any(d != 1 for d in dilation) or len(stride) not in (1, 2) or (transposed and
-                                                                      groups != 1):
+    dilated = any(d != 1 for d in dilation)
+    if len(stride) not in (1, 2) or (transposed and (groups != 1 or dilated)):
         raise NotImplementedError("ampref.torch: convolution is emulated for 1-d and 2-d, "
-                                  "dilation=1, transposed only with groups=1 (the engine's "
-                                  "conv2d)")
+                                  "transposed only with groups=1 and dilation=1 (the "
+                                  "engine's conv2d)")
 
 
-def _conv_fn(ctx: Any, stride: Any, padding: Any, groups: int = 1) -> Callable[..., Any]:
+def _dilated_fn(ctx: Any, stride: Any, padding: Any, dilation: Any) -> Callable[..., Any]:
+    """A dilated convolution as the engine's linear over gathered taps (TRC-NN-001): the
+    taps of each output position (input channel, then kernel row, then column, the order
+    of conv2d's dot products) are gathered with an integer index (a padded position reads
+    an appended zero), then ``linear`` rounds each output as conv2d does; the gather's
+    gradient adds the taps' contributions in float64 and rounds once (ENG-IDX-001)."""
+    def conv(x: Any, w: Any, b: Any) -> Any:
+        sp, k = x.shape[2:], w.shape[2:]
+        N, C, nd = x.shape[0], x.shape[1], len(sp)
+        out = [(sp[a] + 2 * padding[a] - dilation[a] * (k[a] - 1) - 1) // stride[a] + 1
+               for a in range(nd)]
+        coords = []  # per axis: (outputs, kernel taps) input coordinate, -1 = padding
+        for a in range(nd):
+            c = (np.arange(out[a])[:, None] * stride[a] - padding[a]
+                 + np.arange(k[a])[None, :] * dilation[a])
+            coords.append(np.where((c >= 0) & (c < sp[a]), c, -1))
+        flat = math.prod(sp)
+        if nd == 1:
+            idx = coords[0]
+        else:  # (Ho, Wo, kh, kw) -> (Ho * Wo, kh * kw) flat positions
+            r, q = coords[0][:, None, :, None], coords[1][None, :, None, :]
+            idx = np.where((r < 0) | (q < 0), -1, r * sp[1] + q).reshape(
+                out[0] * out[1], k[0] * k[1])
+        idx = np.where(idx < 0, flat, idx)  # the appended zero
+        xf = F.reshape(x, (N, C, flat))
+        zero = EngineTensor(x.backend.xp.zeros((N, C, 1), dtype=x.data.dtype), x.format,
+                            backend=x.backend)  # a constant +0 (x * 0 would carry NaN, -0)
+        xz = F.concat([xf, zero], 2)
+        cols = F.index(xz, (slice(None), slice(None), idx))  # (N, C, P, taps)
+        P = idx.shape[0]
+        cols = F.reshape(F.transpose(cols, 1, 2), (N * P, C * idx.shape[1]))
+        y = F.linear(cols, F.reshape(w, (w.shape[0], -1)), b, accumulation=ctx.accumulation)
+        return F.reshape(F.transpose(F.reshape(y, (N, P, w.shape[0])), 1, 2),
+                         (N, w.shape[0], *out))
+    return conv
+
+
+def _conv_fn(ctx: Any, stride: Any, padding: Any, groups: int = 1,
+             dilation: Any = (1,)) -> Callable[..., Any]:
     """The engine's convolution for aten's arguments: conv2d, for 1-d a conv2d of a
     height-1 image (N, C, 1, L) with (Cout, C, 1, k) weights, and with groups one such
     convolution per group on its channel slices, concatenated: every output element is
@@ -50,6 +90,8 @@ def _conv_fn(ctx: Any, stride: Any, padding: Any, groups: int = 1) -> Callable[.
                      (1, stride[0]), (0, padding[0]), accumulation=ctx.accumulation)
         return F.reshape(y, (y.shape[0], y.shape[1], y.shape[3]))
     one = conv2d if len(stride) == 2 else conv1d
+    if any(d != 1 for d in dilation):
+        one = _dilated_fn(ctx, stride, padding, dilation)
     if groups == 1:
         return one
 
@@ -83,7 +125,8 @@ def _conv(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any
     out = meta(func, args, kw)
     if transposed:
         return _transposed(ctx, x, w, b, stride, padding, out)
-    return as_torch(forward(_conv_fn(ctx, stride, padding, groups), x, w, b), out.dtype)
+    return as_torch(forward(_conv_fn(ctx, stride, padding, groups, dilation), x, w, b),
+                    out.dtype)
 
 
 def _conv_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
@@ -94,7 +137,7 @@ def _conv_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
     if transposed:
         return _transposed_bwd(ctx, g, x, w, stride, padding, mask, has_b)
     b = torch.zeros(bias_sizes, dtype=w.dtype) if has_b else None
-    grads = replay(_conv_fn(ctx, stride, padding, groups), [x, w, b],
+    grads = replay(_conv_fn(ctx, stride, padding, groups, dilation), [x, w, b],
                    [mask[0], mask[1], has_b], g)
     return tuple(grads)
 
