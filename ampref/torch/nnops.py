@@ -89,6 +89,17 @@ def _vector_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any])
                   bool(args[3] if len(args) > 3 else kw.get("keepdim", False)))
 
 
+def _norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``torch.norm`` / ``aten.norm`` with p = 2 (PairwiseDistance, TripletMarginLoss):
+    the 2-norm above over ``dim``."""
+    p = args[1] if len(args) > 1 else kw.get("p", 2)
+    if p is not None and p != 2:
+        raise NotImplementedError(f"ampref.torch: norm p={p!r} (only 2)")
+    out = meta(func, args, kw)
+    return _norm2(args[0], out.dtype, args[2] if len(args) > 2 else kw.get("dim"),
+                  bool(args[3] if len(args) > 3 else kw.get("keepdim", False)))
+
+
 def _foreach_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     if (args[1] if len(args) > 1 else kw.get("ord", 2)) != 2:
         raise NotImplementedError("ampref.torch: _foreach_norm is emulated for ord=2")
@@ -222,7 +233,7 @@ def _gelu_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
 NN: dict[str, Handler] = {
     "gelu_backward": _gelu_bwd,
     "mm": _mm, "bmm": _mm, "addmm": _addmm, "sum": _sum, "mean": _mean,
-    "linalg_vector_norm": _vector_norm, "_foreach_norm": _foreach_norm,
+    "linalg_vector_norm": _vector_norm, "_foreach_norm": _foreach_norm, "norm": _norm,
     "nll_loss_forward": _nll, "nll_loss_backward": _nll_bwd,
     "mse_loss": _mse, "mse_loss_backward": _mse_bwd,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa,

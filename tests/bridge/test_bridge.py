@@ -607,3 +607,22 @@ def test_attention_modules_with_a_key_padding_mask_run_emulated(which: str) -> N
     assert all(r.emulated for r in em.report.rows())
     for p, w in zip(model.parameters(), want, strict=True):
         assert p.grad is not None and float((p.grad - w).abs().max()) <= 2.0**-10
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("dim, keepdim", [(None, False), (1, False), (-1, True), ((0, 1), False)])
+def test_torch_norm_with_p_2_is_the_emulated_vector_norm(dim: Any, keepdim: bool) -> None:
+    """Inputs: x (3, 5) random with an inf-free wide exponent range, torch.norm(x, 2, dim,
+    keepdim) and torch.linalg.vector_norm(x, 2, dim, keepdim) under emulate
+    (fallback='error'). Expected: the same words (both are fl32(sqrt(fl32(exact sum of
+    squares)))), within 2^-20 relative of torch's. Pass: both."""
+    rng = np.random.default_rng(8)
+    x = torch.tensor((rng.standard_normal((3, 5)) * np.exp2(rng.integers(-6, 7, (3, 5))))
+                     .astype(np.float32))
+    with at.emulate(fallback="error"):
+        got = torch.norm(x, 2, dim, keepdim) if dim is not None else torch.norm(x)
+        want = torch.linalg.vector_norm(x, 2, dim, keepdim)
+    assert np.array_equal(got.numpy().view(np.uint32), want.numpy().view(np.uint32))
+    ref = torch.norm(x, 2, dim, keepdim) if dim is not None else torch.norm(x)
+    assert float(((got - ref).abs() / ref.abs()).max()) <= 2.0**-20
+

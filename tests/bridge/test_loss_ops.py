@@ -164,6 +164,8 @@ LOSS_MODULES: dict[str, Callable[[Any, Any], Any]] = {
     "BCELoss": lambda x, t: torch.nn.BCELoss()(torch.sigmoid(x), t.clamp(0, 1)),
     "KLDivLoss": lambda x, t: torch.nn.KLDivLoss(reduction="batchmean")(
         torch.log_softmax(x, -1), torch.softmax(t, -1)),
+    "TripletMarginLoss": lambda x, t: torch.nn.TripletMarginLoss()(x, t, t.flip(0)),
+    "PairwiseDistance": lambda x, t: torch.nn.PairwiseDistance()(x, t).sum(),
 }
 
 
