@@ -178,6 +178,33 @@ def _prelu_backward(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, An
             from_numpy(np.broadcast_to(gw, tuple(out_w.shape)), out_w.dtype))
 
 
+def _halves(x: torch.Tensor, dim: int) -> tuple[Any, Any, Any]:
+    cf = np.float64 if x.dtype == torch.float64 else np.float32
+    a, b = np.split(to_numpy(x).astype(cf), 2, axis=dim)
+    return a, b, wide(lambda v: sigmoid64(np, v))(b)
+
+
+def _glu(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """glu(x, dim) = a * fl32(sigmoid(b)) for the halves a, b of x along ``dim``."""
+    x, dim = args[0], args[1] if len(args) > 1 else kw.get("dim", -1)
+    a, _, s = _halves(x, dim)
+    with np.errstate(all="ignore"):
+        return from_numpy(a * s, meta(func, args, kw).dtype)
+
+
+def _glu_backward(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """(s g, (1 - s) s a g) for the halves, s = fl32(sigmoid(b)), float32 steps in torch's
+    order (its kernel computes ((1 - s) s) a g)."""
+    g, x = args[:2]
+    dim = args[2] if len(args) > 2 else kw.get("dim", -1)
+    a, _, s = _halves(x, dim)
+    gv = to_numpy(g).astype(s.dtype)
+    one = s.dtype.type(1)
+    with np.errstate(all="ignore"):
+        r = np.concatenate([s * gv, (one - s) * s * a * gv], axis=dim)
+    return from_numpy(r, x.dtype)
+
+
 _ELU = pointwise(_elu)
 
 _FORMULAS: dict[str, Callable[..., Any]] = {
@@ -196,7 +223,8 @@ def _build() -> dict[str, Handler]:
     table: dict[str, Handler] = {"elu": _ELU, "celu": _celu,
                                  "log_sigmoid_forward": _log_sigmoid_forward,
                                  "_prelu_kernel": _prelu,
-                                 "_prelu_kernel_backward": _prelu_backward}
+                                 "_prelu_kernel_backward": _prelu_backward,
+                                 "glu": _glu, "glu_backward": _glu_backward}
     for name, fn in _FORMULAS.items():
         table[name] = pointwise(fn)
     for name in ("leaky_relu", "hardtanh", "hardsigmoid", "hardswish", "threshold", "elu",

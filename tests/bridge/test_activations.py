@@ -135,7 +135,8 @@ def test_every_formula_of_the_activation_table_has_an_oracle_case() -> None:
     ops. Expected: each op has a case here or an end-to-end case below
     (log_sigmoid_forward, _prelu_kernel_backward). Pass: no op left untested."""
     ops = {n for n in ACTIVATIONS if not n.endswith("_")}
-    covered = {c[0] for c in CASES.values()} | {"log_sigmoid_forward", "_prelu_kernel_backward"}
+    covered = {c[0] for c in CASES.values()} | {"log_sigmoid_forward", "_prelu_kernel_backward",
+                                                "glu", "glu_backward"}
     assert ops <= covered, sorted(ops - covered)
 
 
@@ -247,3 +248,30 @@ def test_torchs_activation_modules_run_emulated_without_fallback(module: str) ->
     for p, w in zip(model.parameters(), want, strict=True):
         assert p.grad is not None and p.grad.shape == w.shape
         assert float((p.grad - w).abs().max()) <= 2.0**-10, module
+
+
+@pytest.mark.clause("TRC-ACT-001")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_glu_and_its_gradient_are_float32_steps_around_the_sigmoid_value(dtype: str) -> None:
+    """Inputs: x (40, 6) in ``dtype`` (values to ±48), glu along the last dim, upstream
+    gradient g (40, 3). Expected: y = fl(a s), dx = (fl(s g), fl(fl(fl(fl(1 - s) s) a) g))
+    with s = fl32(sigmoid(b)) the 60-digit value rounded, each step rounded to float32,
+    results rounded to ``dtype``. Pass: every element equal."""
+    rng = np.random.default_rng(12)
+    x = ampref.quantize(rng.standard_normal((40, 6)) * np.exp2(rng.integers(-3, 5, (40, 6))),
+                        dtype).astype(np.float64)
+    g = ampref.quantize(rng.standard_normal((40, 3)), dtype).astype(np.float64)
+    tdt = getattr(torch, dtype)
+    tx = torch.tensor(x).to(tdt)
+    y = ACTIVATIONS["glu"](None, aten.glu, (tx, -1), {}).double().numpy()
+    dx = ACTIVATIONS["glu_backward"](None, aten.glu_backward,
+                                     (torch.tensor(g).to(tdt), tx, -1), {}).double().numpy()
+    fmt = ampref.get_format(dtype)
+    for i, j in np.ndindex(40, 3):
+        a, b, gg = Q(float(x[i, j])), Q(float(x[i, j + 3])), Q(float(g[i, j]))
+        s = wide(sigmoid_d)(b)
+        assert y[i, j] == float(round_value(r32(a * s), fmt)), (i, j, "forward")
+        assert dx[i, j] == float(round_value(r32(s * gg), fmt)), (i, j, "da")
+        want_b = r32(r32(r32(r32(1 - s) * s) * a) * gg)
+        assert dx[i, j + 3] == float(round_value(want_b, fmt)), (i, j, "db")
+
