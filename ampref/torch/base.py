@@ -43,6 +43,8 @@ EXACT = frozenset({
     "unsqueeze", "flatten", "unflatten", "as_strided", "new_zeros", "new_empty", "new_ones",
     "new_full", "empty", "empty_strided", "zeros", "ones", "scalar_tensor", "_local_scalar_dense",
     "bernoulli_", "bernoulli", "randn", "rand", "randint", "randperm", "normal_", "uniform_",
+    "rand_like", "randn_like", "randint_like", "normal", "random_", "exponential_",
+    "multinomial",
     "arange", "tril", "triu", "max", "amax", "min", "amin", "argmax", "argmin",
     "max_pool2d_with_indices", "slice_backward", "select_backward", "eq", "ne", "lt", "gt",
     "le", "ge", "logical_not", "logical_and", "logical_or", "isnan", "isinf", "isfinite",

@@ -626,3 +626,21 @@ def test_torch_norm_with_p_2_is_the_emulated_vector_norm(dim: Any, keepdim: bool
     ref = torch.norm(x, 2, dim, keepdim) if dim is not None else torch.norm(x)
     assert float(((got - ref).abs() / ref.abs()).max()) <= 2.0**-20
 
+
+
+@pytest.mark.clause("TRC-EMU-001")
+def test_torchs_random_draws_run_in_torch_under_emulate() -> None:
+    """Inputs: torch.manual_seed(3), then rand_like, randn_like, randint_like and
+    torch.normal on a (4, 5) float32 tensor, inside emulate(fallback='error') and
+    outside. Expected: the same draws (they involve no rounding ampref defines; torch's
+    generator makes them). Pass: torch.equal for each."""
+    base = torch.zeros(4, 5)
+    draws = [lambda: torch.rand_like(base), lambda: torch.randn_like(base),
+             lambda: torch.randint_like(base, 10), lambda: torch.normal(base, 1.0)]
+    for draw in draws:
+        torch.manual_seed(3)
+        want = draw()
+        torch.manual_seed(3)
+        with at.emulate(fallback="error"):
+            got = draw()
+        assert torch.equal(got, want)
