@@ -23,11 +23,12 @@ from ampref.engine import functional as F
 from .convert import from_numpy, meta, to_numpy
 from .replay import as_torch, forward, replay
 
-__all__ = ["LOSSES"]
+__all__ = ["LOSSES", "REDUCTIONS"]
 
 Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
-_REDUCTION = {0: "none", 1: "mean", 2: "sum"}
+#: aten's reduction codes
+REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 
 def _arg(args: tuple[Any, ...], kw: dict[str, Any], i: int, name: str, default: Any) -> Any:
@@ -49,7 +50,7 @@ def _reduced(loss: Any, dtype: torch.dtype, reduction: int, out_dtype: torch.dty
     """The elementwise loss in ``dtype``, then torch's apply_loss_reduction with the
     engine's mean or sum (exactly rounded)."""
     t = from_numpy(loss, dtype)
-    red = _REDUCTION[int(reduction)]
+    red = REDUCTIONS[int(reduction)]
     if red == "none":
         return t
     return as_torch(forward(F.mean if red == "mean" else F.sum, t), out_dtype)
@@ -69,7 +70,7 @@ def _bce(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """The engine's ``binary_cross_entropy`` (torch's: logs clamped at -100)."""
     x, t = args[:2]
     _no_weight(_arg(args, kw, 2, "weight", None), "binary_cross_entropy")
-    red = _REDUCTION[int(_arg(args, kw, 3, "reduction", 1))]
+    red = REDUCTIONS[int(_arg(args, kw, 3, "reduction", 1))]
     return as_torch(forward(F.binary_cross_entropy, x, t, reduction=red),
                     meta(func, args, kw).dtype)
 
@@ -77,7 +78,7 @@ def _bce(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
 def _bce_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     g, x, t = args[:3]
     _no_weight(_arg(args, kw, 3, "weight", None), "binary_cross_entropy_backward")
-    red = _REDUCTION[int(_arg(args, kw, 4, "reduction", 1))]
+    red = REDUCTIONS[int(_arg(args, kw, 4, "reduction", 1))]
     return replay(F.binary_cross_entropy, [x, t], [True, False], g, reduction=red)[0]
 
 
@@ -106,17 +107,23 @@ def _bce_logits(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) 
 
 
 # -- smooth L1 and Huber ---------------------------------------------------------------
-def _smooth_l1(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    """z = |x - y|; z < beta ? 0.5 z z / beta : z - 0.5 beta (float32 steps)."""
+def _robust(func: Any, args: tuple[Any, ...], kw: dict[str, Any], name: str,
+            loss: Callable[[Any, Any, Any], Any]) -> Any:
+    """The elementwise ``loss(z, param, 0.5)`` of z = |x - y| in the compute format, then
+    the reduction (smooth L1's beta, Huber's delta as ``param``)."""
     x, y = args[:2]
-    reduction, beta = _arg(args, kw, 2, "reduction", 1), _arg(args, kw, 3, "beta", 1.0)
+    reduction, param = _arg(args, kw, 2, "reduction", 1), _arg(args, kw, 3, name, 1.0)
     cf = _cf(x)
     xv, yv = _values(cf, x, y)
-    b, half = cf(beta), cf(0.5)
     with np.errstate(all="ignore"):
-        z = np.abs(xv - yv)
-        loss = np.where(z < b, half * z * z / b, z - half * b)
-    return _reduced(loss, x.dtype, reduction, meta(func, args, kw).dtype)
+        r = loss(np.abs(xv - yv), cf(param), cf(0.5))
+    return _reduced(r, x.dtype, reduction, meta(func, args, kw).dtype)
+
+
+def _smooth_l1(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """z = |x - y|; z < beta ? 0.5 z z / beta : z - 0.5 beta (float32 steps)."""
+    return _robust(func, args, kw, "beta", lambda z, b, half: np.where(
+        z < b, half * z * z / b, z - half * b))
 
 
 def _norm(x: torch.Tensor, reduction: int, cf: Any) -> Any:
@@ -143,15 +150,8 @@ def _smooth_l1_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any
 
 def _huber(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """z = |x - y|; z < delta ? 0.5 z z : delta (z - 0.5 delta) (float32 steps)."""
-    x, y = args[:2]
-    reduction, delta = _arg(args, kw, 2, "reduction", 1), _arg(args, kw, 3, "delta", 1.0)
-    cf = _cf(x)
-    xv, yv = _values(cf, x, y)
-    dl, half = cf(delta), cf(0.5)
-    with np.errstate(all="ignore"):
-        z = np.abs(xv - yv)
-        loss = np.where(z < dl, half * z * z, dl * (z - half * dl))
-    return _reduced(loss, x.dtype, reduction, meta(func, args, kw).dtype)
+    return _robust(func, args, kw, "delta", lambda z, d, half: np.where(
+        z < d, half * z * z, d * (z - half * d)))
 
 
 def _huber_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:

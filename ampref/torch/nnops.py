@@ -18,6 +18,7 @@ from ampref.accumulation import certified
 from ampref.engine import functional as F
 
 from .convert import engine, format_of, from_numpy, meta, to_numpy
+from .lossops import REDUCTIONS
 from .replay import as_torch, forward, replay
 
 __all__ = ["NN"]
@@ -152,19 +153,16 @@ def _nll_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> 
 
 
 #: aten's reduction codes
-_REDUCTION = {0: "none", 1: "mean", 2: "sum"}
-
-
 def _mse(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """The engine's ``mse_loss`` (torch's definition, ENG-LOS-001) in every reduction."""
     x, y = args[:2]
-    red = _REDUCTION[int(args[2] if len(args) > 2 else kw.get("reduction", 1))]
+    red = REDUCTIONS[int(args[2] if len(args) > 2 else kw.get("reduction", 1))]
     return as_torch(forward(F.mse_loss, x, y, reduction=red), meta(func, args, kw).dtype)
 
 
 def _mse_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     g, x, y = args[:3]
-    red = _REDUCTION[int(args[3] if len(args) > 3 else kw.get("reduction", 1))]
+    red = REDUCTIONS[int(args[3] if len(args) > 3 else kw.get("reduction", 1))]
     return replay(F.mse_loss, [x, y], [True, False], g, reduction=red)[0]
 
 

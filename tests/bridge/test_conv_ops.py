@@ -68,7 +68,7 @@ def test_conv_transpose2d_is_the_engines_input_gradient_rule(name: str) -> None:
             torch.tensor(x), torch.tensor(w), None if b is None else torch.tensor(b),
             stride=s, padding=p, output_padding=op).numpy()
     want = _oracle(x, w, b, s, p, y.shape[-2:])
-    assert np.array_equal(y.astype(np.float64), want), f"{int(np.sum(y != want))} differ"
+    assert_bitwise_equal(y, want.astype(np.float32), msg=f"{name}: ")
 
 
 @pytest.mark.clause("TRC-NN-008")

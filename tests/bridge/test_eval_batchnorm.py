@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 
 from value_oracles import dec, r32  # noqa: E402
 
+from ampref.testing import assert_bitwise_equal  # noqa: E402
 from ampref.torch import emulate  # noqa: E402
 
 CASES = {"BatchNorm2d": ((4, 8, 6, 6), True), "BatchNorm1d on (N, C)": ((6, 5), True),
@@ -64,7 +65,7 @@ def test_eval_batch_norm_output_and_input_gradient_are_torchs_word_for_word(name
     bn, x, g = _bn(*CASES[name], seed=len(name))
     got, want = _run(bn, x, g, True), _run(bn, x, g, False)
     for what, a, b in zip(("output", "input gradient"), got[:2], want[:2], strict=True):
-        assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), f"{name} {what}"
+        assert_bitwise_equal(a, b, msg=f"{name} {what}: ")
 
 
 def _sqrt32(v: Q) -> Q:

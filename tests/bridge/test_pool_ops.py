@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 
 from value_oracles import r32  # noqa: E402
 
+from ampref.testing import assert_bitwise_equal  # noqa: E402
 from ampref.torch import emulate  # noqa: E402
 
 TF = torch.nn.functional
@@ -69,8 +70,7 @@ def test_avg_pool2d_is_the_exact_window_sum_rounded_then_divided(name: str) -> N
     with emulate(fallback="error"):
         got = TF.avg_pool2d(torch.tensor(x), k, s, p, ceil, include, override).numpy()
     want = _oracle_pool(x, POOLS[name], got.shape[-1])
-    assert np.array_equal(got.astype(np.float64), want), \
-        f"{int(np.sum(got != want))} of {got.size} differ"
+    assert_bitwise_equal(got, want.astype(np.float32), msg=f"{name}: ")
 
 
 @pytest.mark.clause("TRC-NN-007")
@@ -101,12 +101,12 @@ def test_avg_pool2d_backward_sums_each_inputs_contributions_once_rounded(name: s
                     for q in range(b, f):
                         acc[c][r][q] += d
     want = np.array([[[float(r32(v)) for v in row] for row in ch] for ch in acc])
-    assert np.array_equal(tx.grad.numpy()[0].astype(np.float64), want)
+    assert_bitwise_equal(tx.grad.numpy()[0], want.astype(np.float32), msg=f"{name}: ")
     if name == "2x2 stride 2":
         tx2 = torch.tensor(x, requires_grad=True)
         TF.avg_pool2d(tx2, k, s).backward(g)
-        assert tx2.grad is not None and np.array_equal(
-            tx.grad.numpy().view(np.uint32), tx2.grad.numpy().view(np.uint32))
+        assert tx2.grad is not None
+        assert_bitwise_equal(tx.grad.numpy(), tx2.grad.numpy(), msg="torch: ")
 
 
 @pytest.mark.clause("TRC-NN-007")
@@ -138,7 +138,8 @@ def test_nearest_upsampling_backward_adds_each_sources_gradients_once_rounded(
             for j in range(Wo):
                 acc[c, rows[i], cols[j]] += Q(float(g[0, c, i, j].item()))
     want = np.vectorize(lambda v: float(r32(v)))(acc).astype(np.float64)
-    assert tx.grad is not None and np.array_equal(tx.grad.numpy()[0].astype(np.float64), want)
+    assert tx.grad is not None
+    assert_bitwise_equal(tx.grad.numpy()[0], want.astype(np.float32), msg=f"scale {scale}: ")
 
 
 MODULES: dict[str, tuple[Callable[[], Any], tuple[int, ...]]] = {
