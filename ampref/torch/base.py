@@ -19,6 +19,7 @@ from .convert import is_float, meta
 from .nnops import NN
 from .activations import ACTIVATIONS
 from .convops import CONVS
+from .indexops import INDEXING
 from .lossops import LOSSES
 from .normops import NORMS
 from .poolops import POOLS
@@ -31,7 +32,8 @@ __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "p
 
 #: aten ops ampref computes (overload packet name -> handler)
 HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES, **NN,
-                                            **CONVS, **NORMS, **POOLS, **RNN}
+                                            **CONVS, **NORMS, **POOLS, **RNN,
+                                            **INDEXING}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
@@ -54,7 +56,10 @@ EXACT = frozenset({
     "transpose_", "t_", "squeeze_", "unsqueeze_", "unsafe_split", "unsafe_split_with_sizes",
     "unsafe_chunk", "chunk", "narrow", "movedim", "swapaxes", "diagonal", "new_empty_strided",
     "equal", "is_same_size", "is_nonzero", "constant_pad_nd", "upsample_nearest1d",
-    "upsample_nearest2d", "pixel_shuffle", "pixel_unshuffle",
+    "upsample_nearest2d", "pixel_shuffle", "pixel_unshuffle", "im2col", "reflection_pad1d",
+    "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
+    "replication_pad3d", "max_pool3d_with_indices", "adaptive_max_pool2d",
+    "adaptive_max_pool3d", "channel_shuffle", "native_channel_shuffle",
 })
 
 

@@ -7,7 +7,6 @@ pooling moves values without rounding (its backward only where windows do not ov
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -160,28 +159,6 @@ def _group_norm_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, An
                         [x, w, b0], [mask[0], mask[1] and w is not None, mask[2]], g))
 
 
-def _max_pool_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    """Max-pool backward: each output gradient goes to its window's argmax. Without
-    overlap no input receives two (no rounding: torch computes it); with overlapping
-    windows (ResNet's 3x3 stride 2) the gradients meeting at an input are summed exactly
-    and rounded once to float32, then to the gradient's dtype, as the engine's gather
-    gradients are (TRC-NRM-001)."""
-    g, x, kernel, stride = args[:4]
-    idx = args[-1]
-    stride = stride or kernel
-    if all(s >= k for s, k in zip(stride, kernel, strict=False)):
-        return func(*args, **kw)  # each input receives at most one gradient: no rounding
-    planes, hw = math.prod(x.shape[:-2]), x.shape[-2] * x.shape[-1]
-    pos = (np.arange(planes)[:, None] * hw + to_numpy(idx).reshape(planes, -1)).reshape(-1)
-    vals = to_numpy(g).astype(np.float32).reshape(-1)
-    order = np.argsort(pos, kind="stable")
-    pos, vals = pos[order], vals[order]
-    starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]])
-    out = np.zeros(planes * hw, np.float32)
-    out[pos[starts]] = NP.segment_sum(vals[:, None], starts)[:, 0] + np.float32(0.0)  # -0: +0
-    return from_numpy(out.reshape(x.shape), g.dtype)
-
-
 #: aten op name (overload packet) -> handler
 NORMS: dict[str, Handler] = {
     "_softmax": _softmax(False), "_log_softmax": _softmax(True), "_safe_softmax": _safe_softmax,
@@ -190,5 +167,4 @@ NORMS: dict[str, Handler] = {
     "native_layer_norm": _layer_norm, "native_layer_norm_backward": _layer_norm_bwd,
     "native_batch_norm": _batch_norm, "native_batch_norm_backward": _batch_norm_bwd,
     "native_group_norm": _group_norm, "native_group_norm_backward": _group_norm_bwd,
-    "max_pool2d_with_indices_backward": _max_pool_bwd,
 }
