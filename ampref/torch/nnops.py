@@ -184,8 +184,33 @@ def _attention(ctx: Any, causal: bool, scale: Any, mask: Any) -> Callable[..., A
         q_, k_, v_, bias, is_causal=causal, scale=scale, accumulation=ctx.accumulation)
 
 
+def _shared_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[Any, Any, int]:
+    """Grouped-query attention (``enable_gqa``): each key/value head serves
+    ``q_heads / kv_heads`` consecutive query heads, as ``repeat_interleave`` on the head
+    axis (torch's definition); returns the repeated k, v and the group size."""
+    hq, hk = q.shape[-3], k.shape[-3]
+    if hq == hk:
+        return k, v, 1
+    if hk == 0 or hq % hk or v.shape[-3] != hk:
+        raise NotImplementedError(f"ampref.torch: attention with {hq} query heads and "
+                                  f"{hk} key / {v.shape[-3]} value heads (grouped-query "
+                                  "attention needs a divisor of the query heads)")
+    return k.repeat_interleave(hq // hk, -3), v.repeat_interleave(hq // hk, -3), hq // hk
+
+
+def _fold_heads(g: torch.Tensor, group: int) -> torch.Tensor:
+    """The gradient of a repeated key/value head: the exact sum of its ``group`` copies'
+    gradients (each in the operand's dtype), rounded once to float32, then to it."""
+    if group == 1:
+        return g
+    x = to_numpy(g)
+    parts = x.reshape(x.shape[:-3] + (x.shape[-3] // group, group) + x.shape[-2:])
+    return from_numpy(certified.sum_f32(parts.astype(np.float32), -3), g.dtype)
+
+
 def _sdpa(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    q, k, v = args[:3]
+    q = args[0]
+    k, v, _ = _shared_heads(*args[:3])
     causal, scale, mask = _sdpa_args(args, kw, 3)
     out = meta(func, args, kw)
     y = forward(_attention(ctx, causal, scale, mask), q, k, v)
@@ -203,10 +228,12 @@ def _sdpa(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any
 
 
 def _sdpa_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    g, q, k, v = args[:4]
+    g, q = args[:2]
+    k, v, group = _shared_heads(q, args[2], args[3])
     causal, scale, mask = _sdpa_args(args, kw, 6)
-    return tuple(replay(_attention(ctx, causal, scale, mask), [q, k, v], [True, True, True],
-                        g))
+    gq, gk, gv = replay(_attention(ctx, causal, scale, mask), [q, k, v], [True, True, True], g)
+    assert gq is not None and gk is not None and gv is not None  # all requested
+    return gq, _fold_heads(gk, group), _fold_heads(gv, group)
 
 
 def _embedding_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
