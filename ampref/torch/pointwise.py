@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.special import erfc
+from scipy.special import erf, erfc
 
 from ampref.common.smoothfn import sigmoid as sigmoid64
 from ampref.scaling.machine import ScalerConfig, ScalerState, transition
@@ -155,6 +155,14 @@ _FORMULAS: dict[str, Callable[..., Any]] = {
     "sqrt": wide(np.sqrt), "rsqrt": wide(lambda v: 1.0 / np.sqrt(v)),
     "gelu": _gelu, "silu": wide(lambda v: v * sigmoid64(np, v)),
     "relu": lambda x: clamp(x, min=x.dtype.type(0)),
+    # the other elementary functions (rotary and sinusoidal position codes, custom
+    # activations): float64 value rounded to float32, as exp and log
+    **{name: wide(f) for name, f in {
+        "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+        "atan": np.arctan, "atan2": np.arctan2, "sinh": np.sinh, "cosh": np.cosh,
+        "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "erf": erf,
+        "erfc": erfc, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
+        "expm1": np.expm1, "exp2": np.exp2}.items()},
     "pow": wide(np.power), "lerp": _lerp, "addcmul": _addcmul, "addcdiv": _addcdiv,
     "clamp": clamp, "clamp_min": lambda x, m: clamp(x, min=m),
     "clamp_max": lambda x, m: clamp(x, max=m),
