@@ -21,6 +21,7 @@ from .activations import ACTIVATIONS
 from .convops import CONVS
 from .indexops import INDEXING
 from .lossops import LOSSES
+from .nllops import NLL
 from .normops import NORMS
 from .poolops import POOLS
 from .pointwise import POINTWISE
@@ -33,7 +34,7 @@ __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "p
 #: aten ops ampref computes (overload packet name -> handler)
 HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES, **NN,
                                             **CONVS, **NORMS, **POOLS, **RNN,
-                                            **INDEXING}
+                                            **INDEXING, **NLL}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode

@@ -108,51 +108,6 @@ def _foreach_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]
 
 
 # -- losses -----------------------------------------------------------------------------
-def _nll_rows(logp: torch.Tensor, target: torch.Tensor, ignore: int) -> tuple[Any, ...]:
-    lp = to_numpy(logp).reshape(-1, logp.shape[-1]) if logp.ndim > 1 else to_numpy(logp)[None]
-    t = to_numpy(target).reshape(-1)
-    valid = t != ignore
-    return lp, t, valid
-
-
-def _nll(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    """-logp[i, t_i]; mean = fl_out(fl32(-fl32(exact sum) / n_valid)), sum likewise
-    without the division, none per row (ignored rows +0). A zero sum is +0 (torch
-    accumulates the negated terms from +0), as the engine's ``nll_loss``. Class weights:
-    not emulated."""
-    logp, target, weight, reduction, ignore = args
-    if weight is not None:
-        raise NotImplementedError("ampref.torch: nll_loss with class weights")
-    out = meta(func, args, kw)
-    lp, t, valid = _nll_rows(logp, target, ignore)
-    # exact negations; ignored rows +0 (not the negation of a +0)
-    losses = np.where(valid, -lp[np.arange(t.size), np.where(valid, t, 0)], np.float32(0))
-    n = int(valid.sum())
-    if reduction == 0:
-        res = losses
-    else:
-        s = certified.sum_f32(losses.astype(np.float32)) + np.float32(0)  # a zero is +0
-        with np.errstate(all="ignore"):
-            res = s / np.float32(n) if reduction == 1 else s
-    return from_numpy(np.asarray(res).reshape(out[0].shape), out[0].dtype), \
-        from_numpy(np.float32(n), out[1].dtype)
-
-
-def _nll_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    g, logp, target, weight, reduction, ignore, total = args
-    lp, t, valid = _nll_rows(logp, target, ignore)
-    gv = to_numpy(g).astype(np.float32)
-    grad = np.zeros(lp.shape, np.float32)
-    rows = np.flatnonzero(valid)
-    with np.errstate(all="ignore"):
-        val = -gv.reshape(-1)[rows] if reduction == 0 else (
-            -gv.reshape(())[()] / np.float32(to_numpy(total)) if reduction == 1
-            else -gv.reshape(())[()])
-    grad[rows, t[rows]] = val
-    return from_numpy(grad.reshape(logp.shape), logp.dtype)
-
-
-#: aten's reduction codes
 def _mse(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """The engine's ``mse_loss`` (torch's definition, ENG-LOS-001) in every reduction."""
     x, y = args[:2]
@@ -259,7 +214,6 @@ NN: dict[str, Handler] = {
     "gelu_backward": _gelu_bwd,
     "mm": _mm, "bmm": _mm, "addmm": _addmm, "sum": _sum, "mean": _mean,
     "linalg_vector_norm": _vector_norm, "_foreach_norm": _foreach_norm, "norm": _norm,
-    "nll_loss_forward": _nll, "nll_loss_backward": _nll_bwd,
     "mse_loss": _mse, "mse_loss_backward": _mse_bwd,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_bwd,
