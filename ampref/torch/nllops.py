@@ -90,10 +90,10 @@ def _nll_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> 
                     else gv.reshape(())[()])
             val = w * one if r.weighted else np.full(rows.size, one, np.float32)
     grad[rows, r.t[rows]] = val
-    grad = grad.reshape(r.moved.shape)
+    moved: Any = grad.reshape(r.moved.shape)
     if axis != -1:
-        grad = np.moveaxis(grad, -1, axis)
-    return from_numpy(grad.reshape(logp.shape), logp.dtype)
+        moved = np.moveaxis(moved, -1, axis)
+    return from_numpy(moved.reshape(logp.shape), logp.dtype)
 
 
 #: aten op name (overload packet) -> handler
