@@ -8,10 +8,13 @@ move values without rounding and run in torch (TRC-EMU-001).
   ``count_include_pad`` says, windows clipped at the padded edge in ``ceil_mode``), then
   rounded to the output dtype: the engine's mean (ENG-RED-001) over the window.
 * ``avg_pool2d_backward`` and ``upsample_nearest2d_backward``: each input element gets
-  the sum of the contributions of the outputs that read it (``fl32(g / divisor)`` for
-  pooling, ``g`` for upsampling), added in float64 in output order and rounded once (the
-  engine's conv2d backward rule, ENG-CNV-001): a single contribution (windows that do
-  not overlap, the default stride) is exact, so then the value is torch's.
+  the exact sum of the contributions of the outputs that read it (``fl32(g / divisor)``
+  for pooling, ``g`` for upsampling), rounded once (TRC-IDX-001's scatter): a single
+  contribution (windows that do not overlap, the default stride) is exact, so then the
+  value is torch's.
+* ``_adaptive_avg_pool2d``: torch's windows, the exact window sum rounded to float32,
+  divided in float32 by the window's height and then by its width (torch's order); its
+  backward sums ``g / kh / kw`` (float32 steps) exactly into each input.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import ampref.engine.functional as F
 from ampref.engine.creation import tensor as engine_tensor
 
 from .convert import from_numpy, meta, to_numpy
+from .indexops import scatter_sum
 
 __all__ = ["POOLS"]
 
@@ -81,14 +85,43 @@ def _avg_pool(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
     return from_numpy(r, out.dtype)
 
 
-def _scatter(parts: Any, rows: Any, cols: Any, shape: tuple[int, ...]) -> Any:
-    """Sum ``parts[..., i, j]`` into ``out[..., rows[i], cols[j]]`` in float64, in output
-    order, rounded once to float32 (rows/cols may repeat)."""
-    acc = np.zeros(shape, np.float64)
-    for i in range(parts.shape[-2]):
-        for j in range(parts.shape[-1]):
-            acc[..., rows[i], cols[j]] += parts[..., i, j]
-    return acc.astype(np.float32)
+def _pairs(rows: Any, cols: Any, in_w: int, out_w: int) -> tuple[Any, Any]:
+    """(input position, output position) within a plane for every input element of
+    every output window; ``rows[i]`` / ``cols[j]`` list output (i, j)'s input indices."""
+    pairs = [(r * in_w + c, i * out_w + j) for i, rs in enumerate(rows)
+             for j, cs in enumerate(cols) for r in rs for c in cs]
+    inp, outp = (np.array(v, np.int64) for v in zip(*pairs, strict=True))
+    return inp, outp
+
+
+def _move(v: Any, src: Any, dst: Any, shape: tuple[int, int]) -> Any:
+    """Plane by plane, the exact sum of ``v``'s elements at ``src`` into positions
+    ``dst`` of a fresh +0 plane of ``shape``, rounded once (TRC-IDX-001)."""
+    planes = int(np.prod(v.shape[:-2]))
+    size = shape[0] * shape[1]
+    vals = v.reshape(planes, -1)[:, src]
+    d = np.arange(planes)[:, None] * size + dst[None, :]
+    out = scatter_sum(np.zeros(planes * size, v.dtype), d, vals)
+    return out.reshape(v.shape[:-2] + shape)
+
+
+def _gather_sum(x: Any, rows: Any, cols: Any, out_hw: tuple[int, int]) -> Any:
+    """Per output (i, j) the exact sum of its window's inputs, rounded once."""
+    inp, outp = _pairs(rows, cols, x.shape[-1], out_hw[1])
+    return _move(x, inp, outp, out_hw)
+
+
+def _spread_back(g: Any, rows: Any, cols: Any, in_hw: tuple[int, int]) -> Any:
+    """The transpose of :func:`_gather_sum`: each input the exact sum of the values of
+    the outputs whose window holds it, rounded once."""
+    inp, outp = _pairs(rows, cols, in_hw[1], g.shape[-1])
+    return _move(g, outp, inp, in_hw)
+
+
+def _padded_axis(n: int, n_out: int, k: int, s: int, p: int) -> list[list[int]]:
+    """Input indices of each output window along one axis (padding positions left out:
+    they read +0, which adds nothing)."""
+    return [[i for i in range(o * s - p, o * s - p + k) if 0 <= i < n] for o in range(n_out)]
 
 
 def _avg_pool_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
@@ -97,14 +130,46 @@ def _avg_pool_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]
     H, W = x.shape[-2:]
     gv = to_numpy(g).astype(np.float32)
     Ho, Wo = gv.shape[-2:]
-    r0, c0, div = _windows(H, W, Ho, Wo, k, s, p, include_pad, override)
+    _, _, div = _windows(H, W, Ho, Wo, k, s, p, include_pad, override)
     with np.errstate(all="ignore"):
-        delta = (gv / div).astype(np.float64)
-    acc = np.zeros(gv.shape[:-2] + (H + 2 * p[0] + k[0], W + 2 * p[1] + k[1]), np.float64)
-    for i in range(k[0]):  # kernel offset order, each output once per offset
-        for j in range(k[1]):
-            acc[..., (r0 + i)[:, None], (c0 + j)[None, :]] += delta
-    return from_numpy(acc[..., p[0]:p[0] + H, p[1]:p[1] + W].astype(np.float32), x.dtype)
+        delta = gv / div
+    rows, cols = _padded_axis(H, Ho, k[0], s[0], p[0]), _padded_axis(W, Wo, k[1], s[1], p[1])
+    return from_numpy(_spread_back(delta, rows, cols, (H, W)), x.dtype)
+
+
+def _adaptive_axis(n: int, n_out: int) -> list[list[int]]:
+    """torch's adaptive windows: floor(o n / n_out) up to ceil((o + 1) n / n_out)."""
+    return [list(range(o * n // n_out, -(-(o + 1) * n // n_out))) for o in range(n_out)]
+
+
+def _by_window(v: Any, rows: Any, cols: Any) -> Any:
+    """``v`` divided in float32 by each window's height, then by its width (torch's
+    CPU kernel divides twice, ``sum / kh / kw``)."""
+    kh = np.array([len(r) for r in rows], np.float32)[:, None]
+    kw = np.array([len(c) for c in cols], np.float32)[None, :]
+    with np.errstate(all="ignore"):
+        return v / kh / kw
+
+
+def _adaptive_avg(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """Each output: its window's exact sum rounded to float32, then divided in float32
+    by the window's height and then its width."""
+    x, size = args[:2]
+    out = meta(func, args, kw)
+    v = to_numpy(x).astype(np.float32)
+    rows, cols = _adaptive_axis(v.shape[-2], size[0]), _adaptive_axis(v.shape[-1], size[1])
+    return from_numpy(_by_window(_gather_sum(v, rows, cols, (size[0], size[1])), rows, cols),
+                      out.dtype)
+
+
+def _adaptive_avg_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """Each input: the exact sum of ``g / kh / kw`` (float32 steps) over the windows
+    holding it, rounded once."""
+    g, x = args[:2]
+    gv = to_numpy(g).astype(np.float32)
+    H, W = x.shape[-2:]
+    rows, cols = _adaptive_axis(H, gv.shape[-2]), _adaptive_axis(W, gv.shape[-1])
+    return from_numpy(_spread_back(_by_window(gv, rows, cols), rows, cols, (H, W)), x.dtype)
 
 
 def _nearest_source(n_out: int, n_in: int, scale: Any) -> Any:
@@ -123,7 +188,8 @@ def _upsample_nearest_bwd(ctx: Any, func: Any, args: tuple[Any, ...],
     gv = to_numpy(g).astype(np.float32)
     rows = _nearest_source(out_size[0], in_size[2], scales[0])
     cols = _nearest_source(out_size[1], in_size[3], scales[1])
-    r = _scatter(gv.astype(np.float64), rows, cols, tuple(in_size))
+    r = _spread_back(gv, [[int(i)] for i in rows], [[int(j)] for j in cols],
+                     (int(in_size[2]), int(in_size[3])))
     return from_numpy(r, g.dtype)
 
 
@@ -131,4 +197,5 @@ def _upsample_nearest_bwd(ctx: Any, func: Any, args: tuple[Any, ...],
 POOLS: dict[str, Handler] = {
     "avg_pool2d": _avg_pool, "avg_pool2d_backward": _avg_pool_bwd,
     "upsample_nearest2d_backward": _upsample_nearest_bwd,
+    "_adaptive_avg_pool2d": _adaptive_avg, "_adaptive_avg_pool2d_backward": _adaptive_avg_bwd,
 }

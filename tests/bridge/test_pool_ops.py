@@ -142,7 +142,72 @@ def test_nearest_upsampling_backward_adds_each_sources_gradients_once_rounded(
     assert_bitwise_equal(tx.grad.numpy()[0], want.astype(np.float32), msg=f"scale {scale}: ")
 
 
+def _adaptive(n: int, m: int) -> list[range]:
+    """torch's adaptive windows along one axis: floor(o n / m) .. ceil((o + 1) n / m)."""
+    return [range(int(np.floor(o * n / m)), int(np.ceil((o + 1) * n / m))) for o in range(m)]
+
+
+ADAPTIVE = [((7, 7), (3, 3)), ((7, 5), (3, 2)), ((14, 14), (7, 7)), ((5, 9), (2, 4))]
+
+
+@pytest.mark.clause("TRC-NN-007")
+@pytest.mark.parametrize("hw,out", ADAPTIVE, ids=[f"{a}->{b}" for a, b in ADAPTIVE])
+def test_adaptive_avg_pool2d_is_the_exact_window_sum_divided_by_height_then_width(
+        hw: tuple[int, int], out: tuple[int, int]) -> None:
+    """Inputs: x (2, 3, H, W) of wide-exponent float32 pooled adaptively to ``out``;
+    then x of multiples of 1/8 (window sums exact in float32). Expected: per output
+    fl32(fl32(fl32(exact window sum) / kh) / kw) with torch's windows (floor / ceil
+    bounds); on the dyadic x also torch's own values. Pass: bitwise, both."""
+    rng = np.random.default_rng(hw[0] * 10 + out[0])
+    x = (rng.standard_normal((2, 3) + hw) * np.exp2(rng.integers(-8, 9, (2, 3) + hw))
+         ).astype(np.float32)
+    with emulate(fallback="error"):
+        got = TF.adaptive_avg_pool2d(torch.tensor(x), out).numpy()
+    want = np.zeros((2, 3) + out, np.float32)
+    for idx in np.ndindex(2, 3):
+        for i, rs in enumerate(_adaptive(hw[0], out[0])):
+            for j, cs in enumerate(_adaptive(hw[1], out[1])):
+                total = sum((Q(float(x[idx][r, c])) for r in rs for c in cs), Q(0))
+                want[idx + (i, j)] = float(r32(r32(r32(total) / len(rs)) / len(cs)))
+    assert_bitwise_equal(got, want, msg=f"{hw}->{out}")
+    dy = torch.tensor(rng.integers(-64, 64, (2, 3) + hw).astype(np.float32) / 8)
+    with emulate(fallback="error"):
+        got_dy = TF.adaptive_avg_pool2d(dy, out)
+    assert_bitwise_equal(got_dy.numpy(), TF.adaptive_avg_pool2d(dy, out).numpy(), msg="torch")
+
+
+@pytest.mark.clause("TRC-NN-007")
+@pytest.mark.parametrize("hw,out", ADAPTIVE, ids=[f"{a}->{b}" for a, b in ADAPTIVE])
+def test_adaptive_avg_pool2d_backward_sums_the_divided_gradients_exactly(
+        hw: tuple[int, int], out: tuple[int, int]) -> None:
+    """Inputs: x (1, 2, H, W), adaptive average pooling to ``out``, upstream values of
+    wide exponents. Expected: per input fl32(exact sum over the windows holding it of
+    fl32(fl32(g / kh) / kw)). Pass: bitwise."""
+    rng = np.random.default_rng(hw[1] * 10 + out[1])
+    tx = torch.zeros((1, 2) + hw, requires_grad=True)
+    g = torch.tensor((rng.standard_normal((1, 2) + out) * np.exp2(
+        rng.integers(-20, 21, (1, 2) + out))).astype(np.float32))
+    with emulate(fallback="error"):
+        TF.adaptive_avg_pool2d(tx, out).backward(g)
+    acc: dict[tuple[int, ...], Q] = {}
+    for c in range(2):
+        for i, rs in enumerate(_adaptive(hw[0], out[0])):
+            for j, cs in enumerate(_adaptive(hw[1], out[1])):
+                d = Q(float(np.float32(np.float32(g[0, c, i, j].item()) / np.float32(len(rs)))
+                            / np.float32(len(cs))))
+                for r in rs:
+                    for q in cs:
+                        acc[(c, r, q)] = acc.get((c, r, q), Q(0)) + d
+    want = np.zeros((2,) + hw, np.float32)
+    for k, v in acc.items():
+        want[k] = float(r32(v))
+    assert tx.grad is not None
+    assert_bitwise_equal(tx.grad.numpy()[0], want, msg=f"{hw}->{out}")
+
+
 MODULES: dict[str, tuple[Callable[[], Any], tuple[int, ...]]] = {
+    "AdaptiveAvgPool2d((3, 2))": (lambda: torch.nn.AdaptiveAvgPool2d((3, 2)), (2, 4, 7, 5)),
+    "AdaptiveAvgPool1d(4)": (lambda: torch.nn.AdaptiveAvgPool1d(4), (2, 4, 10)),
     "AvgPool2d": (lambda: torch.nn.AvgPool2d(2), (2, 4, 6, 6)),
     "AvgPool2d(3, 2, 1)": (lambda: torch.nn.AvgPool2d(3, 2, 1), (2, 4, 7, 7)),
     "AvgPool1d": (lambda: torch.nn.AvgPool1d(3, 2), (2, 4, 9)),
