@@ -95,6 +95,15 @@ def test_atan2_is_its_value_rounded_to_float32_in_every_quadrant() -> None:
     assert_bitwise_equal(got[~near], want[~near], msg="atan2")
 
 
+def test_every_elementary_function_named_by_the_formula_census_has_an_oracle_here() -> None:
+    """Inputs: the census of test_pointwise_formulas (ELEMENTARY: the formulas whose
+    oracle lives in this file). Expected: exactly the functions above plus atan2.
+    Pass: equal sets (a function added to one list only fails)."""
+    from test_pointwise_formulas import ELEMENTARY
+
+    assert set(FUNCTIONS) | {"atan2"} == ELEMENTARY
+
+
 SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.0, -1.0,
                      1e30, -1e30], np.float32)
 
