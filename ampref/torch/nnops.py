@@ -1,8 +1,8 @@
 """aten's matmuls, reductions, losses, attention and embedding on
 ampref's engine (``specs/torch.md`` TRC-NN-*), through :mod:`ampref.torch.replay`: an
 aten-level model and the same model in ampref's engine agree wherever aten's ops are
-the engine's ops; where aten fuses differently (addmm with a 2-D bias, nll_loss's
-ignore_index, attention's logsumexp) the clause states the definition used.
+the engine's ops; where aten fuses differently (addmm / baddbmm with a 2-D bias or
+factors, attention's logsumexp) the clause states the definition used.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ampref.engine import functional as F
 
 from .convert import engine, format_of, from_numpy, meta, to_numpy
 from .lossops import REDUCTIONS
-from .replay import as_torch, forward, replay
+from .replay import NP, as_torch, forward, replay
 
 __all__ = ["NN"]
 
@@ -34,15 +34,24 @@ def _mm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
 
 
 def _addmm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    bias, m1, m2 = args[:3]
-    if kw.get("beta", 1) != 1 or kw.get("alpha", 1) != 1 or bias.ndim != 1:
-        raise NotImplementedError("ampref.torch: addmm with beta/alpha other than 1 or a "
-                                  f"{bias.ndim}-d bias has no reference definition (linear's "
-                                  "epilogue bias is 1-d)")
+    """``addmm`` / ``baddbmm``: ``beta c + alpha (m1 @ m2)`` as
+    ``fl_out(fl32(fl32(alpha P) + fl32(beta c)))`` with ``P = fl32(exact m1 @ m2)``
+    under the accumulation model (the multiplications skipped where the factor is 1;
+    ``beta = 0`` ignores ``c``, NaN included, as BLAS and torch): with a 1-D bias and unit
+    factors this is the engine's ``linear`` epilogue."""
+    c, m1, m2 = args[:3]
+    beta, alpha = kw.get("beta", 1), kw.get("alpha", 1)
     out = meta(func, args, kw)
-    r = forward(lambda b, x, w: F.linear(x, F.transpose(w, 0, 1), b,
-                                          accumulation=ctx.accumulation), bias, m1, m2)
-    return as_torch(r, out.dtype)
+    cf = np.float64 if out.dtype == torch.float64 else np.float32
+    acc = NP.matmul(to_numpy(m1).astype(cf), to_numpy(m2).astype(cf), ctx.accumulation,
+                    format_of(m1.dtype))
+    with np.errstate(all="ignore"):
+        if alpha != 1:
+            acc = acc * cf(alpha)
+        if beta != 0:
+            cv = to_numpy(c).astype(cf)
+            acc = acc + (cv if beta == 1 else cf(beta) * cv)
+    return from_numpy(np.broadcast_to(acc, tuple(out.shape)), out.dtype)
 
 
 # -- reductions -----------------------------------------------------------------------
@@ -212,7 +221,7 @@ def _gelu_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
 #: aten op name (overload packet) -> handler
 NN: dict[str, Handler] = {
     "gelu_backward": _gelu_bwd,
-    "mm": _mm, "bmm": _mm, "addmm": _addmm, "sum": _sum, "mean": _mean,
+    "mm": _mm, "bmm": _mm, "addmm": _addmm, "baddbmm": _addmm, "sum": _sum, "mean": _mean,
     "linalg_vector_norm": _vector_norm, "_foreach_norm": _foreach_norm, "norm": _norm,
     "mse_loss": _mse, "mse_loss_backward": _mse_bwd,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa,
