@@ -8,6 +8,7 @@ from collections.abc import Callable
 from decimal import Decimal, getcontext, localcontext
 from fractions import Fraction as Q
 
+import numpy as np
 from oracle import round_value
 
 import ampref
@@ -88,3 +89,14 @@ def gelu_tanh_d(d: Decimal) -> Decimal:
     u = sqrt(2/pi) (d + 0.044715 d^3) (the constants exact)."""
     u = (2 / PI).sqrt() * (d + Decimal("0.044715") * d**3)
     return d * sigmoid_d(2 * u)
+
+
+def r32_near(q: Q, rel: Q = Q(1, 2**50)) -> tuple[Q, bool]:
+    """q rounded to float32, and whether q lies within ``rel`` (relative) of a float32
+    rounding boundary (the midpoint between the result and its neighbour toward q),
+    where an evaluation with that much error may round the other way."""
+    r = r32(q)
+    toward = np.float32(np.inf if q > r else -np.inf)
+    other = Q(float(np.nextafter(np.float32(float(r)), toward)))
+    mid = (r + other) / 2
+    return r, mid != 0 and abs(q - mid) <= abs(mid) * rel

@@ -27,6 +27,7 @@ from .poolops import POOLS
 from .pointwise import POINTWISE
 from .report import Report
 from .rnnops import RNN
+from .statops import STATS
 
 __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "passes_through",
            "supported_ops"]
@@ -34,7 +35,7 @@ __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "p
 #: aten ops ampref computes (overload packet name -> handler)
 HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES, **NN,
                                             **CONVS, **NORMS, **POOLS, **RNN,
-                                            **INDEXING, **NLL}
+                                            **INDEXING, **NLL, **STATS}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode

@@ -230,30 +230,30 @@ class Cumulative(torch.nn.Module):  # type: ignore[misc,name-defined]
         self.inner = torch.nn.Linear(4, 4)
 
     def forward(self, x: Any) -> Any:
-        return torch.cumsum(self.inner(x), 0)
+        return torch.cumprod(self.inner(x), 0)
 
 
 @pytest.mark.clause("TRC-EMU-002")
 def test_an_op_without_a_reference_names_itself_and_its_module() -> None:
-    """Inputs: a module calling cumsum under emulate(model) with fallback='error'.
-    Expected: UnsupportedOpError naming cumsum, the module path and the fallback. Pass:
+    """Inputs: a module calling cumprod under emulate(model) with fallback='error'.
+    Expected: UnsupportedOpError naming cumprod, the module path and the fallback. Pass:
     raised."""
     model = torch.nn.Sequential(Cumulative())
-    with pytest.raises(at.UnsupportedOpError, match=r"cumsum.*module Sequential\.0.*fallback"):
+    with pytest.raises(at.UnsupportedOpError, match=r"cumprod.*module Sequential\.0.*fallback"):
         with at.emulate(model):
             model(torch.randn(3, 4))
 
 
 @pytest.mark.clause("TRC-EMU-002")
 def test_fallback_torch_computes_it_and_the_report_lists_it_as_not_emulated() -> None:
-    """Inputs: cumsum(x * 2) under emulate(fallback='torch'). Expected: torch's value; the
-    report lists cumsum once as not emulated and mul as emulated. Pass: all."""
+    """Inputs: cumprod(x * 2) under emulate(fallback='torch'). Expected: torch's value; the
+    report lists cumprod once as not emulated and mul as emulated. Pass: all."""
     x = torch.randn(3, 4)
     with at.emulate(fallback="torch") as em:
-        got = torch.cumsum(x * 2.0, 0)
-    assert torch.equal(got, torch.cumsum(x * 2.0, 0))
+        got = torch.cumprod(x * 2.0, 0)
+    assert torch.equal(got, torch.cumprod(x * 2.0, 0))
     missing = em.report.not_emulated()
-    assert [r.op for r in missing] == ["cumsum"] and missing[0].calls == 1
+    assert [r.op for r in missing] == ["cumprod"] and missing[0].calls == 1
     assert any(r.op == "mul" and r.emulated for r in em.report.rows())
 
 

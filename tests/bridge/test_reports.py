@@ -103,31 +103,31 @@ def test_adamws_fused_lerp_row_names_the_definition_difference() -> None:
 @pytest.mark.clause("TRC-SHD-001")
 def test_shadow_takes_fallback_like_emulate() -> None:
     """Input: shadow(model, fallback=...) with 'torch', 'error' and 'numpy', and an op
-    without a reference (cumsum). Expected: 'torch' records it as not emulated, 'error'
+    without a reference (cumprod). Expected: 'torch' records it as not emulated, 'error'
     raises UnsupportedOpError naming it, 'numpy' is refused with the choices.
     Pass: the three behaviours."""
     x = torch.randn(4)
     with at.shadow(fallback="torch") as sh:
-        torch.cumsum(x * 2.0, 0)
-    assert [r.op for r in sh.report.not_emulated()] == ["cumsum"]
-    with pytest.raises(at.UnsupportedOpError, match="cumsum"):
+        torch.cumprod(x * 2.0, 0)
+    assert [r.op for r in sh.report.not_emulated()] == ["cumprod"]
+    with pytest.raises(at.UnsupportedOpError, match="cumprod"):
         with at.shadow(fallback="error"):
-            torch.cumsum(x * 2.0, 0)
+            torch.cumprod(x * 2.0, 0)
     with pytest.raises(ValueError, match="fallback must be 'error' or 'torch'"):
         at.shadow(fallback="numpy")
 
 
 @pytest.mark.clause("TRC-EMU-002")
 def test_emulates_table_lists_the_ops_torch_computed_first() -> None:
-    """Input: mul, cumsum (no reference) and exp under emulate(fallback='torch').
-    Expected: the table's first row is cumsum, 'no (torch)', with its reason; emulate's
+    """Input: mul, cumprod (no reference) and exp under emulate(fallback='torch').
+    Expected: the table's first row is cumprod, 'no (torch)', with its reason; emulate's
     table has no mismatch columns. Pass: row order and header."""
     x = torch.randn(4)
     with at.emulate(fallback="torch") as em:
-        torch.exp(torch.cumsum(x * 2.0, 0))
+        torch.exp(torch.cumprod(x * 2.0, 0))
     lines = em.report.table().splitlines()
     assert "mismatches" not in lines[0]
-    assert "| cumsum |" in lines[2] and "no (torch)" in lines[2]
+    assert "| cumprod |" in lines[2] and "no (torch)" in lines[2]
 
 
 @pytest.mark.clause("TRC-REC-002")
