@@ -20,6 +20,7 @@ from .nnops import NN
 from .activations import ACTIVATIONS
 from .convops import CONVS
 from .indexops import INDEXING
+from .interpops import INTERPOLATION
 from .lossops import LOSSES
 from .nllops import NLL
 from .normops import NORMS
@@ -35,7 +36,8 @@ __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "p
 #: aten ops ampref computes (overload packet name -> handler)
 HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES, **NN,
                                             **CONVS, **NORMS, **POOLS, **RNN,
-                                            **INDEXING, **NLL, **STATS}
+                                            **INDEXING, **NLL, **STATS,
+                                            **INTERPOLATION}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
