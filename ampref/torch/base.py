@@ -29,6 +29,7 @@ from .pointwise import POINTWISE
 from .report import Report
 from .rnnops import RNN
 from .statops import STATS
+from .vecnorms import VECTOR_NORMS
 
 __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "passes_through",
            "supported_ops"]
@@ -37,7 +38,7 @@ __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "p
 HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES, **NN,
                                             **CONVS, **NORMS, **POOLS, **RNN,
                                             **INDEXING, **NLL, **STATS,
-                                            **INTERPOLATION}
+                                            **INTERPOLATION, **VECTOR_NORMS}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode

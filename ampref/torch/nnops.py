@@ -74,48 +74,6 @@ def _mean(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any
     return as_torch(r, out.dtype)
 
 
-def _norm2(t: torch.Tensor, out_dtype: torch.dtype, dim: Any = None, keep: bool = False) -> Any:
-    """2-norm: the exact sum of squares (a certified dot product), rounded to float32,
-    its square root in float64, rounded to float32, then to the output dtype."""
-    x = to_numpy(t).astype(np.float32)
-    axes = tuple(range(x.ndim)) if not dim else tuple(d % x.ndim for d in (
-        dim if isinstance(dim, (list, tuple)) else (dim,)))
-    rest = [a for a in range(x.ndim) if a not in axes]
-    rows = np.moveaxis(x, axes, tuple(range(len(rest), x.ndim))).reshape(
-        (-1, math.prod(x.shape[a] for a in axes)))
-    ss = certified.matmul_f32(rows[:, None, :], rows[:, :, None])[:, 0, 0]
-    r = np.sqrt(ss.astype(np.float64)).astype(np.float32)
-    shape = [1 if (keep and a in axes) else x.shape[a] for a in range(x.ndim)
-             if keep or a not in axes]
-    return from_numpy(r.reshape(shape), out_dtype)
-
-
-def _vector_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    ord_ = args[1] if len(args) > 1 else kw.get("ord", 2)
-    if ord_ != 2:
-        raise NotImplementedError(f"ampref.torch: linalg_vector_norm ord={ord_!r} (only 2)")
-    out = meta(func, args, kw)
-    return _norm2(args[0], out.dtype, args[2] if len(args) > 2 else kw.get("dim"),
-                  bool(args[3] if len(args) > 3 else kw.get("keepdim", False)))
-
-
-def _norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    """``torch.norm`` / ``aten.norm`` with p = 2 (PairwiseDistance, TripletMarginLoss):
-    the 2-norm above over ``dim``."""
-    p = args[1] if len(args) > 1 else kw.get("p", 2)
-    if p is not None and p != 2:
-        raise NotImplementedError(f"ampref.torch: norm p={p!r} (only 2)")
-    out = meta(func, args, kw)
-    return _norm2(args[0], out.dtype, args[2] if len(args) > 2 else kw.get("dim"),
-                  bool(args[3] if len(args) > 3 else kw.get("keepdim", False)))
-
-
-def _foreach_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    if (args[1] if len(args) > 1 else kw.get("ord", 2)) != 2:
-        raise NotImplementedError("ampref.torch: _foreach_norm is emulated for ord=2")
-    return [_norm2(t, t.dtype) for t in args[0]]
-
-
 # -- losses -----------------------------------------------------------------------------
 def _mse(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """The engine's ``mse_loss`` (torch's definition, ENG-LOS-001) in every reduction."""
@@ -222,7 +180,6 @@ def _gelu_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
 NN: dict[str, Handler] = {
     "gelu_backward": _gelu_bwd,
     "mm": _mm, "bmm": _mm, "addmm": _addmm, "baddbmm": _addmm, "sum": _sum, "mean": _mean,
-    "linalg_vector_norm": _vector_norm, "_foreach_norm": _foreach_norm, "norm": _norm,
     "mse_loss": _mse, "mse_loss_backward": _mse_bwd,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_bwd,

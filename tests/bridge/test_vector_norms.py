@@ -1,0 +1,108 @@
+"""Vector norms of every order under emulate (``ampref.torch.vecnorms``, TRC-NN-001):
+exact rational oracles for orders 1, inf, -inf and 0, 60-digit values (mpmath) for the
+others, NaN propagation, and gradient clipping by the max norm end to end."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction as Q
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+mp = pytest.importorskip("mpmath")
+
+from value_oracles import r32, r32_near  # noqa: E402
+
+from ampref.testing import assert_bitwise_equal  # noqa: E402
+from ampref.torch import emulate  # noqa: E402
+
+mp.mp.dps = 60
+
+
+def _x(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((5, 17)) * 2.0 ** rng.integers(-20, 21, (5, 17))
+            ).astype(np.float32)
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("order", [1, math.inf, -math.inf, 0])
+@pytest.mark.parametrize("op", ["linalg_vector_norm", "norm"])
+def test_norms_of_order_one_inf_and_zero_are_exact(order: float, op: str) -> None:
+    """Inputs: x (5, 17) float32 over 2^-20 .. 2^20 with two zeros, the norm over the
+    last axis through torch.linalg.vector_norm or torch.norm. Expected: fl32(exact sum
+    |x|) (order 1), max |x|, min |x|, the count of nonzeros. Pass: bitwise."""
+    x = _x(53)
+    x[1, 3] = x[2, 0] = 0.0
+    fn = {"linalg_vector_norm": lambda t: torch.linalg.vector_norm(t, order, dim=-1),
+          "norm": lambda t: torch.norm(t, p=order, dim=-1)}[op]
+    with emulate(fallback="error"):
+        got = fn(torch.tensor(x)).numpy()
+    rows = [[Q(float(abs(v))) for v in row] for row in x]
+    want = {1: lambda r: float(r32(sum(r, Q(0)))), math.inf: lambda r: float(max(r)),
+            -math.inf: lambda r: float(min(r)),
+            0: lambda r: float(sum(1 for v in r if v != 0))}[order]
+    assert_bitwise_equal(got, np.array([want(r) for r in rows], np.float32), msg=f"{order}")
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("order", [3, 0.5, 1.5])
+def test_other_orders_are_their_value_rounded_to_float32(order: float) -> None:
+    """Inputs: x (5, 17) float32 over 2^-4 .. 2^4, order 3 / 0.5 / 1.5 over the last axis.
+    Expected: fl32 of the 60-digit (sum |x|^p)^(1/p), values within 2^-40 of a float32
+    boundary exempt (float64 evaluation). Pass: bitwise on the rest."""
+    rng = np.random.default_rng(int(order * 10))
+    x = (rng.standard_normal((5, 17)) * 2.0 ** rng.integers(-4, 5, (5, 17))).astype(np.float32)
+    with emulate(fallback="error"):
+        got = torch.linalg.vector_norm(torch.tensor(x), order, dim=-1).numpy()
+    want, near = [], []
+    for row in x:
+        total = mp.fsum(mp.power(abs(mp.mpf(float(e))), order) for e in row)
+        _, man, exp, _ = mp.power(total, 1 / mp.mpf(order))._mpf_
+        r, n = r32_near(Q(int(man)) * Q(2) ** int(exp), Q(1, 2**40))
+        want.append(float(r))
+        near.append(n)
+    keep = ~np.array(near)
+    assert keep.sum() >= 4
+    assert_bitwise_equal(got[keep], np.array(want, np.float32)[keep], msg=f"{order}")
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("order", [1, 2, math.inf, -math.inf, 3])
+def test_a_nan_makes_every_norm_nan(order: float) -> None:
+    """Inputs: a row with one NaN among finite values. Expected: NaN for every order
+    (torch's value; NumPy's fmax would have skipped it). Pass: NaN."""
+    x = torch.tensor([[1.0, float("nan"), -2.0]])
+    with emulate(fallback="error"):
+        got = torch.linalg.vector_norm(x, order, dim=-1)
+    assert torch.isnan(got).all()
+
+
+@pytest.mark.clause("TRC-NN-001", "TRC-EMU-001")
+@pytest.mark.parametrize("norm_type", [math.inf, 1.0, 2.0])
+def test_gradient_clipping_by_any_norm_runs_emulated(norm_type: float) -> None:
+    """Inputs: a linear layer's gradients from one step, clip_grad_norm_ to 0.01 with
+    norm_type inf / 1 / 2 under emulate(fallback='error'). Expected: the returned total
+    norm equals the norm of the gradients' norms computed by the oracle (max, exact sum,
+    root of the exact sum of squares, each rounded as the clause says); no fallback.
+    Pass: bitwise and no op left to torch."""
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(6, 4)
+    lin(torch.randn(3, 6)).square().sum().backward()
+    grads = [p.grad.detach().numpy().copy() for p in lin.parameters() if p.grad is not None]
+    with emulate(lin, fallback="error") as em:
+        total = torch.nn.utils.clip_grad_norm_(lin.parameters(), 0.01, norm_type=norm_type)
+    assert em.report.not_emulated() == []
+    flat = [np.abs(g.reshape(-1)) for g in grads]
+    if norm_type == math.inf:
+        want = np.float32(max(float(f.max()) for f in flat))
+    elif norm_type == 1.0:
+        per = [r32(sum((Q(float(v)) for v in f), Q(0))) for f in flat]
+        want = np.float32(float(r32(sum(per, Q(0)))))
+    else:
+        per = [np.float32(math.sqrt(float(r32(sum((Q(float(v)) ** 2 for v in f), Q(0))))))
+               for f in flat]
+        want = np.float32(math.sqrt(float(r32(sum((Q(float(v)) ** 2 for v in per), Q(0))))))
+    assert_bitwise_equal(np.float32(total), want, msg=f"norm_type {norm_type}")
