@@ -72,6 +72,28 @@ def _relu6_window(x: Any) -> Any:
     return np.minimum(np.maximum(x + _c(x, 3), _c(x, 0)), _c(x, 6))
 
 
+def _outside(x: Any, lambd: Any) -> Any:
+    """x < -lambd or x > lambd (False for NaN): torch's vectorised shrink test."""
+    return (x < -_c(x, lambd)) | (x > _c(x, lambd))
+
+
+def _softshrink(x: Any, lambd: Any = 0.5) -> Any:
+    """x - l above l, x + l below -l, NaN kept, else +0 (the vectorised kernel's zero
+    vector: softshrink(-0) = +0), float32 steps."""
+    lo = _c(x, lambd)
+    return np.where(x > lo, x - lo, np.where(x < -lo, x + lo, np.where(
+        np.isnan(x), x, _c(x, 0))))
+
+
+def _hardshrink(x: Any, lambd: Any = 0.5) -> Any:
+    return np.where(_outside(x, lambd) | np.isnan(x), x, _c(x, 0))
+
+
+def _shrink_backward(g: Any, x: Any, lambd: Any) -> Any:
+    """g outside [-lambd, lambd], else 0; 0 at a NaN input (the vectorised kernel)."""
+    return np.where(_outside(x, lambd), g, _c(g, 0))
+
+
 def _hardsigmoid(x: Any) -> Any:
     return _relu6_window(x) / _c(x, 6)
 
@@ -216,6 +238,9 @@ _FORMULAS: dict[str, Callable[..., Any]] = {
     "softplus": _softplus, "softplus_backward": _softplus_backward,
     "mish": _mish, "mish_backward": _mish_backward,
     "log_sigmoid_backward": _log_sigmoid_backward,
+    "softshrink": _softshrink, "softshrink_backward": _shrink_backward,
+    "hardshrink": _hardshrink,
+    "hardshrink_backward": _shrink_backward,
 }
 
 

@@ -108,6 +108,14 @@ CASES: dict[str, tuple[str, int, tuple[Any, ...], Callable[..., Q]]] = {
     "log_sigmoid_backward": ("log_sigmoid_backward", 3, (),
                              lambda g, x, b: r32(g * wide(lambda d: sigmoid_d(-d))(x))),
     "prelu": ("_prelu_kernel", 2, (), lambda x, w: x if x > 0 else r32(w * x)),
+    "softshrink 0.5": ("softshrink", 1, (0.5,), lambda x: r32(x - Q(1, 2)) if x > Q(1, 2)
+                       else r32(x + Q(1, 2)) if x < -Q(1, 2) else ZERO),
+    "softshrink_backward": ("softshrink_backward", 2, (1.5,),
+                            lambda g, x: ZERO if -f32(1.5) <= x <= f32(1.5) else g),
+    "hardshrink 0.3": ("hardshrink", 1, (0.3,),
+                       lambda x: ZERO if -f32(0.3) <= x <= f32(0.3) else x),
+    "hardshrink_backward": ("hardshrink_backward", 2, (0.3,),
+                            lambda g, x: ZERO if -f32(0.3) <= x <= f32(0.3) else g),
 }
 # elu_backward's first tensor is the gradient, its second (the last argument) x or y
 GRAD_LAST = {"elu_backward", "selu_backward", "elu_backward of the result"}
@@ -187,6 +195,8 @@ MODULES: dict[str, tuple[Callable[[Any], Any], list[float]]] = {
     "elu in place": (lambda x: F.elu(x * 1.0, inplace=True), SMOOTH_POINTS),
     "softplus": (F.softplus, SMOOTH_POINTS), "mish": (F.mish, SMOOTH_POINTS),
     "logsigmoid": (F.logsigmoid, SMOOTH_POINTS),
+    "softshrink(0.5)": (lambda x: F.softshrink(x, 0.5), EXACT_POINTS + [0.5, -0.5]),
+    "hardshrink(1.5)": (lambda x: F.hardshrink(x, 1.5), EXACT_POINTS + [1.5, -1.5]),
 }
 
 
@@ -227,7 +237,8 @@ def test_activations_at_their_defining_points_are_torchs(name: str) -> None:
 @pytest.mark.clause("TRC-ACT-001", "TRC-EMU-002")
 @pytest.mark.parametrize("module", ["ELU", "SELU", "CELU", "LeakyReLU", "ReLU6", "Hardtanh",
                                     "Hardsigmoid", "Hardswish", "Softplus", "Mish",
-                                    "LogSigmoid", "Softsign", "PReLU", "Threshold"])
+                                    "LogSigmoid", "Softsign", "PReLU", "Threshold",
+                                    "Softshrink", "Hardshrink", "Tanhshrink"])
 def test_torchs_activation_modules_run_emulated_without_fallback(module: str) -> None:
     """Inputs: a Linear(8, 8) followed by the torch.nn activation module (in its default
     configuration; Threshold(0.1, 20)), a random batch of 4, forward and backward, under
