@@ -18,6 +18,7 @@ from ampref.accumulation.registry import resolve
 from .convert import is_float, meta
 from .nnops import NN
 from .activations import ACTIVATIONS
+from .bagops import BAGS
 from .convops import CONVS
 from .indexops import INDEXING
 from .interpops import INTERPOLATION
@@ -38,7 +39,7 @@ __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "p
 HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES, **NN,
                                             **CONVS, **NORMS, **POOLS, **RNN,
                                             **INDEXING, **NLL, **STATS,
-                                            **INTERPOLATION, **VECTOR_NORMS}
+                                            **INTERPOLATION, **VECTOR_NORMS, **BAGS}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
