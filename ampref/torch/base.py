@@ -66,6 +66,14 @@ EXACT = frozenset({
     "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d",
     "replication_pad3d", "max_pool3d_with_indices", "adaptive_max_pool2d",
     "adaptive_max_pool3d", "channel_shuffle", "native_channel_shuffle",
+    # integer parts, remainders of division, sign transfers and replacements are exact
+    # in IEEE arithmetic (fmod and frac included); selections and diagonal moves
+    "floor", "floor_", "ceil", "ceil_", "trunc", "trunc_", "fix", "frac", "frac_", "fmod",
+    "fmod_", "copysign", "copysign_", "nan_to_num", "nan_to_num_", "fmax", "fmin",
+    "median", "nanmedian", "kthvalue", "mode", "take", "index_fill", "index_fill_",
+    "masked_scatter", "masked_scatter_", "masked_scatter_backward", "diagonal_copy",
+    "diagonal_backward", "diag_embed", "diagonal_scatter", "select_scatter",
+    "slice_scatter", "unfold", "unfold_backward",
 })
 
 

@@ -101,6 +101,45 @@ def _index_put(inplace: bool) -> Handler:
     return handler
 
 
+def _put(inplace: bool) -> Handler:
+    def handler(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        """``put`` with ``accumulate=True`` (``take``'s backward): flat positions."""
+        x, index, source = args[:3]
+        if not (args[3] if len(args) > 3 else kw.get("accumulate", False)):
+            return func(*args, **kw)
+        dst = torch.take(_positions(x.shape), index)
+        return _finish(scatter_sum(to_numpy(x), to_numpy(dst), to_numpy(source)), x, inplace)
+    return handler
+
+
+def _scatter_reduce(inplace: bool) -> Handler:
+    def handler(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        """``sum``: the scatter above (without ``include_self`` the old value of a
+        destination that receives values is left out); ``mean``: that sum divided in
+        float32 by the number of terms; ``amax``/``amin`` select (torch's); ``prod``
+        is refused."""
+        x, dim, index, src, reduce = args[:5]
+        include = bool(args[5] if len(args) > 5 else kw.get("include_self", True))
+        if reduce in ("amax", "amin"):
+            return func(*args, **kw)
+        if reduce not in ("sum", "mean"):
+            raise NotImplementedError(f"ampref.torch: scatter_reduce {reduce!r} (emulated: "
+                                      "sum, mean, amax, amin)")
+        dst = to_numpy(torch.gather(_positions(x.shape), dim, index)).reshape(-1)
+        base = to_numpy(x).reshape(-1)
+        hit = np.bincount(dst, minlength=base.size)
+        if not include:
+            base = np.where(hit > 0, base.dtype.type(0), base)
+        vals = to_numpy(src[tuple(slice(0, n) for n in index.shape)])
+        r = scatter_sum(base, dst, vals)
+        if reduce == "mean":
+            count = (hit + (1 if include else 0)).astype(r.dtype)
+            with np.errstate(all="ignore"):
+                r = np.where(hit > 0, r / np.maximum(count, 1), r)
+        return _finish(r, x, inplace)
+    return handler
+
+
 def _planes(x: torch.Tensor, nd: int) -> tuple[int, int]:
     """(number of planes, elements per plane) of ``x``'s last ``nd`` dimensions."""
     return math.prod(x.shape[:-nd]), math.prod(x.shape[-nd:])
@@ -164,6 +203,8 @@ def _build() -> dict[str, Handler]:
         "index_add": _index_add(False), "index_add_": _index_add(True),
         "index_put": _index_put(False), "index_put_": _index_put(True),
         "_index_put_impl_": _index_put(True), "col2im": _col2im,
+        "put": _put(False), "put_": _put(True),
+        "scatter_reduce": _scatter_reduce(False), "scatter_reduce_": _scatter_reduce(True),
         "max_pool2d_with_indices_backward": _max_pool_bwd(2),
         "max_pool3d_with_indices_backward": _max_pool_bwd(3),
         "adaptive_max_pool2d_backward": _max_pool_bwd(2),

@@ -33,6 +33,39 @@ def _mm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     return as_torch(r, out.dtype)
 
 
+def _dot(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``dot`` (1-D . 1-D) and ``mv`` (2-D @ 1-D): the engine's matmul of the vectors
+    as a row / column, so the same dot products under the accumulation model."""
+    a, b = args[:2]
+    out = meta(func, args, kw)
+    row = a if a.ndim == 2 else a.reshape(1, -1)
+    r = forward(lambda x, y: F.matmul(x, y, accumulation=ctx.accumulation), row,
+                b.reshape(-1, 1))
+    return from_numpy(r.data.reshape(tuple(out.shape)), out.dtype)
+
+
+def _trace(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """The engine's exactly rounded sum of the diagonal."""
+    out = meta(func, args, kw)
+    r = forward(lambda d: F.sum(d, None, False, dtype=format_of(out.dtype)),
+                torch.diagonal(args[0]))
+    return as_torch(r, out.dtype)
+
+
+def _round(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """Without ``decimals`` rounding to an integer is exact: torch's. With them, torch's
+    float32 steps: nearbyint(x * 10^d) / 10^d (d > 0), nearbyint(x / 10^-d) * 10^-d."""
+    d = int(kw.get("decimals", args[1] if len(args) > 1 else 0))
+    if d == 0:
+        return func(*args, **kw)
+    x = to_numpy(args[0])
+    ten = x.dtype.type(10.0 ** abs(d))
+    with np.errstate(all="ignore"):
+        r = np.rint(x * ten) / ten if d > 0 else np.rint(x / ten) * ten
+    out = from_numpy(r, args[0].dtype)
+    return args[0].copy_(out) if func.overloadpacket.__name__.endswith("_") else out
+
+
 def _addmm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """``addmm`` / ``baddbmm``: ``beta c + alpha (m1 @ m2)`` as
     ``fl_out(fl32(fl32(alpha P) + fl32(beta c)))`` with ``P = fl32(exact m1 @ m2)``
@@ -179,7 +212,9 @@ def _gelu_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
 #: aten op name (overload packet) -> handler
 NN: dict[str, Handler] = {
     "gelu_backward": _gelu_bwd,
-    "mm": _mm, "bmm": _mm, "addmm": _addmm, "baddbmm": _addmm, "sum": _sum, "mean": _mean,
+    "mm": _mm, "bmm": _mm, "addmm": _addmm, "baddbmm": _addmm,
+    "dot": _dot, "mv": _dot, "trace": _trace, "round": _round, "round_": _round,
+    "sum": _sum, "mean": _mean,
     "mse_loss": _mse, "mse_loss_backward": _mse_bwd,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_bwd,

@@ -135,6 +135,32 @@ def _gelu(x: Any, approximate: str = "none") -> Any:
     return wide(lambda v: 0.5 * v * erfc(-v / math.sqrt(2.0)))(x)
 
 
+def _remainder(x: Any, y: Any) -> Any:
+    """torch's CPU remainder: m = fmod(x, y) (exact), then m + y where m is nonzero and
+    its sign differs from y's (one IEEE addition)."""
+    m = np.fmod(x, y)
+    return np.where((m != 0) & ((y < 0) != (m < 0)), m + y, m)
+
+
+def _logit(x: Any, eps: Any = None) -> Any:
+    """log(z / (1 - z)) in float64, rounded to float32, z = x clamped to [eps, 1 - eps]
+    (bounds in float32) when eps is given."""
+    if eps is not None:
+        lo = x.dtype.type(eps)
+        x = clamp(x, lo, x.dtype.type(1) - lo)
+    return wide(lambda v: np.log(v / (1.0 - v)))(x)
+
+
+def _logit_backward(g: Any, x: Any, eps: Any = None) -> Any:
+    """torch's float32 steps: g / (x (1 - x)), 0 outside [eps, 1 - eps] when eps given."""
+    one = x.dtype.type(1)
+    r = g / (x * (one - x))
+    if eps is None:
+        return r
+    lo = x.dtype.type(eps)
+    return np.where((x < lo) | (x > one - lo), g.dtype.type(0), r)
+
+
 def clamp(x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - aten's names
     """torch's clamp: x unless it lies strictly beyond a bound (so a zero bound keeps x's
     sign: clamp(-0, min=0) = -0), NaN stays NaN. np.maximum would return the bound on a
@@ -162,7 +188,9 @@ _FORMULAS: dict[str, Callable[..., Any]] = {
         "atan": np.arctan, "atan2": np.arctan2, "sinh": np.sinh, "cosh": np.cosh,
         "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "erf": erf,
         "erfc": erfc, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
-        "expm1": np.expm1, "exp2": np.exp2}.items()},
+        "expm1": np.expm1, "exp2": np.exp2, "hypot": np.hypot, "logaddexp": np.logaddexp,
+        "logaddexp2": np.logaddexp2}.items()},
+    "remainder": _remainder, "logit": _logit, "logit_backward": _logit_backward,
     "pow": wide(np.power), "lerp": _lerp, "addcmul": _addcmul, "addcdiv": _addcdiv,
     "clamp": clamp, "clamp_min": lambda x, m: clamp(x, min=m),
     "clamp_max": lambda x, m: clamp(x, max=m),

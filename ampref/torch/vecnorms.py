@@ -99,7 +99,19 @@ def _foreach_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]
     return [vector_norm(t, order, t.dtype) for t in args[0]]
 
 
+def _dist(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``torch.dist(x, y, p)``: the p-norm of the difference, which is first rounded to
+    the compute format (torch's ``norm(x - y, p)``)."""
+    x, y = args[:2]
+    p = args[2] if len(args) > 2 else kw.get("p", 2)
+    out = meta(func, args, kw)
+    with np.errstate(all="ignore"):
+        d = to_numpy(x).astype(np.float32) - to_numpy(y).astype(np.float32)
+    return vector_norm(from_numpy(d, out.dtype), p, out.dtype)
+
+
 #: aten op name (overload packet) -> handler
 VECTOR_NORMS: dict[str, Handler] = {
     "linalg_vector_norm": _vector_norm, "norm": _norm, "_foreach_norm": _foreach_norm,
+    "dist": _dist,
 }

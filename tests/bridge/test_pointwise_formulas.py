@@ -14,6 +14,7 @@ the 300 inputs per case; the float64 path differs from the 60-digit value only w
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from fractions import Fraction as Q
 from typing import Any
 
@@ -28,6 +29,7 @@ from value_oracles import DTYPES, SQRT2, erfc_d, gelu_tanh_d, r32, sigmoid_d, ta
 import ampref  # noqa: E402
 from ampref.torch.pointwise import POINTWISE  # noqa: E402
 
+LN2 = Decimal(2).ln()
 ORACLES: dict[str, tuple[int, str, Callable[..., Q]]] = {
     # name: (tensor operands, domain, oracle on exact float32-widened inputs)
     "add": (2, "any", lambda x, y: r32(x + y)),
@@ -53,6 +55,13 @@ ORACLES: dict[str, tuple[int, str, Callable[..., Q]]] = {
     "addcmul": (3, "any", lambda x, a, b: r32(x + r32(a * b))),
     "addcdiv": (3, "nonzero", lambda x, a, b: r32(x + r32(a / b))),
     "xlogy": (2, "pos", lambda x, y: r32(x * wide(lambda d: d.ln())(y))),
+    "remainder": (2, "nonzero", lambda x, y: (lambda m: r32(m + y) if m != 0 and (m < 0) != (
+        y < 0) else m)(x - y * int(x / y))),  # fmod exact (truncated quotient), then + y
+    "hypot": (2, "any", wide(lambda a, b: (a * a + b * b).sqrt())),
+    "logaddexp": (2, "any", wide(lambda a, b: (a.exp() + b.exp()).ln())),
+    "logaddexp2": (2, "any", wide(lambda a, b: ((a * LN2).exp() + (b * LN2).exp()).ln() / LN2)),
+    "logit": (1, "unit", wide(lambda d: (d / (1 - d)).ln())),
+    "logit_backward": (2, "unit", lambda g, x: r32(g / r32(x * r32(1 - x)))),
     "maximum": (2, "any", max),
     "minimum": (2, "any", min),
     "tanh_backward": (2, "any", lambda g, y: r32(g * r32(1 - r32(y * y)))),
@@ -74,6 +83,8 @@ def _inputs(domain: str, dtype: str, n: int, seed: int) -> np.ndarray:
         v = np.abs(v) + 2.0**-6
     if domain == "nonzero":
         v = np.where(np.abs(v) < 2.0**-6, 0.5, v)
+    if domain == "unit":  # strictly inside (0, 1) after rounding to any of the formats
+        v = np.clip(1 / (1 + np.exp(-v)), 2.0**-6, 1 - 2.0**-6)
     return ampref.quantize(v, dtype).astype(np.float64)
 
 

@@ -1,0 +1,148 @@
+"""Smaller aten ops under emulate: vector products (``dot``, ``mv``: the engine's
+matmul, TRC-NN-001), ``trace`` (exact sum), ``round`` with decimals and ``dist``
+(torch's float32 steps), accumulating ``put`` and ``scatter_reduce`` (TRC-IDX-001),
+and the exact ops handed to torch (integer parts, fmod, sign transfers, selections,
+diagonals: TRC-EMU-001). Oracles: exact rationals, or torch itself where the op is a
+selection or torch's own float32 steps."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction as Q
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from value_oracles import r32  # noqa: E402
+
+from ampref.testing import assert_bitwise_equal  # noqa: E402
+from ampref.torch import emulate  # noqa: E402
+
+
+def _spread(seed: int, *shape: int) -> Any:
+    rng = np.random.default_rng(seed)
+    return torch.tensor((rng.standard_normal(shape) * 2.0 ** rng.integers(-20, 21, shape)
+                         ).astype(np.float32))
+
+
+def _emulated(fn: Any) -> Any:
+    with emulate(fallback="error") as em:
+        out = fn()
+    assert em.report.not_emulated() == []
+    return out
+
+
+@pytest.mark.clause("TRC-NN-001")
+def test_dot_mv_and_trace_are_exactly_rounded_sums_of_products() -> None:
+    """Inputs: vectors of 33 spread float32 values, a 4 x 33 matrix, a 6 x 6 matrix.
+    Expected: dot = fl32(exact sum a_i b_i), mv row by row likewise, trace =
+    fl32(exact sum of the diagonal). Pass: bitwise."""
+    a, b, m, sq = _spread(1, 33), _spread(2, 33), _spread(3, 4, 33), _spread(4, 6, 6)
+
+    def dotq(u: Any, v: Any) -> float:
+        return float(r32(sum((Q(float(x)) * Q(float(y)) for x, y in zip(u, v, strict=True)),
+                             Q(0))))
+    assert_bitwise_equal(_emulated(lambda: torch.dot(a, b)).numpy(),
+                         np.float32(dotq(a, b)), msg="dot")
+    assert_bitwise_equal(_emulated(lambda: torch.mv(m, b)).numpy(),
+                         np.array([dotq(r, b) for r in m], np.float32), msg="mv")
+    want = np.float32(float(r32(sum((Q(float(sq[i, i])) for i in range(6)), Q(0)))))
+    assert_bitwise_equal(_emulated(lambda: torch.trace(sq)).numpy(), want, msg="trace")
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("decimals", [2, -1, 3])
+def test_round_with_decimals_is_torchs_float32_steps(decimals: int) -> None:
+    """Inputs: 200 float32 values over 2^-8 .. 2^12 of both signs, halves included.
+    Expected: torch's own CPU result (nearbyint(x 10^d) / 10^d in float32). Pass:
+    bitwise."""
+    rng = np.random.default_rng(decimals + 10)
+    x = torch.tensor((rng.standard_normal(200) * 2.0 ** rng.integers(-8, 13, 200)
+                      ).astype(np.float32))
+    x[:4] = torch.tensor([0.125, -2.5, 0.005, 1234.5])
+    got = _emulated(lambda: torch.round(x, decimals=decimals))
+    assert_bitwise_equal(got.numpy(), torch.round(x, decimals=decimals).numpy())
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("p", [2.0, 1.0, math.inf])
+def test_dist_is_the_norm_of_the_rounded_difference(p: float) -> None:
+    """Inputs: two spread vectors of 20, p = 2 / 1 / inf. Expected: the p-norm (TRC-NN-
+    001's rules) of fl32(x - y). Pass: bitwise."""
+    x, y = _spread(5, 20), _spread(6, 20)
+    d = [Q(float(v)) for v in (x - y)]
+    want = {2.0: lambda: np.float32(math.sqrt(float(r32(sum((v * v for v in d), Q(0)))))),
+            1.0: lambda: np.float32(float(r32(sum((abs(v) for v in d), Q(0))))),
+            math.inf: lambda: np.float32(float(max(abs(v) for v in d)))}[p]()
+    assert_bitwise_equal(_emulated(lambda: torch.dist(x, y, p)).numpy(), want)
+
+
+@pytest.mark.clause("TRC-IDX-001")
+@pytest.mark.parametrize("reduce,include", [("sum", True), ("sum", False), ("mean", True),
+                                            ("mean", False), ("amax", True)])
+def test_scatter_reduce_sums_exactly_and_means_divide_once(reduce: str,
+                                                           include: bool) -> None:
+    """Inputs: self of 6 spread values, 12 spread values scattered to positions
+    [0, 0, 0, 2, 2, 5, 0, 2, 0, 0, 2, 0] (1, 3 and 4 receive none), include_self or not.
+    Expected: sum = fl32(exact (self if included) + values); mean = that / count in
+    float32; untouched positions keep self; amax torch's selection. Pass: bitwise."""
+    x, src = _spread(7, 6), _spread(8, 12)
+    idx = torch.tensor([0, 0, 0, 2, 2, 5, 0, 2, 0, 0, 2, 0])
+    got = _emulated(lambda: x.scatter_reduce(0, idx, src, reduce, include_self=include))
+    if reduce == "amax":
+        want = x.scatter_reduce(0, idx, src, reduce, include_self=include).numpy()
+    else:
+        want = x.numpy().copy()
+        for pos in set(idx.tolist()):
+            terms = [Q(float(src[i])) for i in range(12) if idx[i] == pos]
+            terms += [Q(float(x[pos]))] if include else []
+            s = r32(sum(terms, Q(0)))
+            want[pos] = float(r32(s / len(terms))) if reduce == "mean" else float(s)
+    assert_bitwise_equal(got.numpy(), want, msg=f"{reduce} include_self={include}")
+
+
+@pytest.mark.clause("TRC-IDX-001")
+def test_take_gradient_puts_repeated_positions_as_exact_sums() -> None:
+    """Inputs: x (3, 4), take at flat positions [5, 0, 5, 5, 11, 0], spread upstream
+    values. Expected: x.grad at each flat position fl32(exact sum of the values taken
+    from it), +0 elsewhere. Pass: bitwise."""
+    x = torch.zeros(3, 4, requires_grad=True)
+    g = _spread(9, 6)
+    pos = [5, 0, 5, 5, 11, 0]
+    with emulate(fallback="error"):
+        torch.take(x, torch.tensor(pos)).backward(g)
+    want = np.zeros(12, np.float32)
+    for p in set(pos):
+        want[p] = float(r32(sum((Q(float(g[i])) for i in range(6) if pos[i] == p), Q(0))))
+    assert x.grad is not None
+    assert_bitwise_equal(x.grad.numpy().reshape(-1), want)
+
+
+SPECIALS = torch.tensor([0.0, -0.0, 2.5, -2.5, 3.5, -0.5, 1e30, -1e-45, float("inf"),
+                         float("-inf"), float("nan"), 7.75])
+
+EXACT_CALLS = {
+    "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc, "round": torch.round,
+    "frac": torch.frac, "fmod 1.5": lambda t: torch.fmod(t, 1.5),
+    "copysign": lambda t: torch.copysign(t, -torch.ones_like(t)),
+    "nan_to_num": torch.nan_to_num, "fmax": lambda t: torch.fmax(t, t.flip(0)),
+    "median": lambda t: t.reshape(3, 4).median(-1).values,
+    "diag_embed": torch.diag_embed, "index_fill": lambda t: t.index_fill(0, torch.tensor([1]), 5.0),
+    "masked_scatter": lambda t: torch.zeros(12).masked_scatter(t > 0, t),
+    "unfold": lambda t: t.unfold(0, 4, 3), "floor_ in place": lambda t: t.clone().floor_(),
+}
+
+
+@pytest.mark.clause("TRC-EMU-001")
+@pytest.mark.parametrize("name", sorted(EXACT_CALLS))
+def test_exact_ops_run_in_torch_unchanged(name: str) -> None:
+    """Inputs: ±0, ±2.5, 3.5, -0.5, 1e30, -2^-149, ±inf, NaN, 7.75 through the op under
+    emulate(fallback='error'). Expected: torch's own result word for word (these ops
+    round nothing: integer parts, fmod, sign transfers, replacements, selections, data
+    movement), no UnsupportedOpError. Pass: bitwise (NaN any)."""
+    fn = EXACT_CALLS[name]
+    got = _emulated(lambda: fn(SPECIALS))
+    assert_bitwise_equal(got.numpy(), fn(SPECIALS).numpy(), nan="any", msg=name)
