@@ -179,6 +179,9 @@ def _log_sigmoid_forward(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[st
 def _celu(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """celu(x, alpha) = elu(x, alpha, 1, 1/alpha), 1/alpha in double as torch computes it."""
     alpha = args[1] if len(args) > 1 else kw.get("alpha", 1.0)
+    if float(alpha) == 0.0:
+        raise ValueError(f"ampref.torch.emulate: celu alpha must be nonzero (it divides the "
+                         f"input; torch refuses it too), got alpha={alpha!r}")
     return _ELU(ctx, torch.ops.aten.elu.default, (args[0], alpha, 1.0, 1.0 / float(alpha)), {})
 
 

@@ -286,3 +286,13 @@ def test_glu_and_its_gradient_are_float32_steps_around_the_sigmoid_value(dtype: 
         want_b = r32(r32(r32(r32(1 - s) * s) * a) * gg)
         assert dx[i, j + 3] == float(round_value(want_b, fmt)), (i, j, "db")
 
+
+
+@pytest.mark.clause("TRC-ACT-001")
+def test_celu_with_alpha_zero_is_refused_naming_alpha() -> None:
+    """Inputs: celu(x, alpha=0) under emulate (torch refuses it: 1/alpha). Expected:
+    ValueError naming alpha and its value, not Python's ZeroDivisionError. Pass: the
+    type and the message."""
+    with pytest.raises(ValueError, match=r"celu alpha must be nonzero.*alpha=0\.0"):
+        with emulate(fallback="error"):
+            torch.nn.functional.celu(torch.randn(3), alpha=0.0)
