@@ -1,6 +1,7 @@
 """aten's convolutions on ampref's engine (``specs/torch.md`` TRC-NN-001, TRC-NN-008):
-1-d and 2-d, grouped and depthwise, and transposed, all through the engine's conv2d and
-its derivatives, so every rounding is one the engine defines.
+1-d, 2-d and 3-d, grouped, depthwise and dilated, and transposed (any groups and
+dilation), all through the engine's conv2d or linear over gathered taps and their
+derivatives, so every rounding is one the engine defines.
 
 A transposed convolution is the derivative of a convolution with respect to its input:
 ``conv_transpose(x, w) = d/dz <conv2d(z, w), x>``, so the engine's input-gradient rule
@@ -30,12 +31,10 @@ __all__ = ["CONVS"]
 Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
-def _check_conv(stride: Any, dilation: Any, transposed: bool, groups: int) -> None:
-    dilated = any(d != 1 for d in dilation)
-    if len(stride) not in (1, 2) or (transposed and (groups != 1 or dilated)):
-        raise NotImplementedError("ampref.torch: convolution is emulated for 1-d and 2-d, "
-                                  "transposed only with groups=1 and dilation=1 (the "
-                                  "engine's conv2d)")
+def _check_conv(stride: Any) -> None:
+    if len(stride) not in (1, 2, 3):
+        raise NotImplementedError(f"ampref.torch: convolution is emulated for 1-d, 2-d and "
+                                  f"3-d inputs, got {len(stride)}-d")
 
 
 def _dilated_fn(ctx: Any, stride: Any, padding: Any, dilation: Any) -> Callable[..., Any]:
@@ -55,13 +54,16 @@ def _dilated_fn(ctx: Any, stride: Any, padding: Any, dilation: Any) -> Callable[
                  + np.arange(k[a])[None, :] * dilation[a])
             coords.append(np.where((c >= 0) & (c < sp[a]), c, -1))
         flat = math.prod(sp)
-        if nd == 1:
-            idx = coords[0]
-        else:  # (Ho, Wo, kh, kw) -> (Ho * Wo, kh * kw) flat positions
-            r, q = coords[0][:, None, :, None], coords[1][None, :, None, :]
-            idx = np.where((r < 0) | (q < 0), -1, r * sp[1] + q).reshape(
-                out[0] * out[1], k[0] * k[1])
-        idx = np.where(idx < 0, flat, idx)  # the appended zero
+        # (outputs..., taps...) flat input positions, axis by axis; -1 = padding
+        idx = np.zeros([1] * (2 * nd), np.int64)
+        pad = np.zeros([1] * (2 * nd), bool)
+        for a in range(nd):
+            shape = [out[a] if i == a else 1 for i in range(nd)] + \
+                [k[a] if i == a else 1 for i in range(nd)]
+            c = coords[a].reshape(shape)
+            idx = idx * sp[a] + np.maximum(c, 0)
+            pad = pad | (c < 0)
+        idx = np.where(pad, flat, idx).reshape(math.prod(out), math.prod(k))  # pad: the zero
         xf = F.reshape(x, (N, C, flat))
         zero = EngineTensor(x.backend.xp.zeros((N, C, 1), dtype=x.data.dtype), x.format,
                             backend=x.backend)  # a constant +0 (x * 0 would carry NaN, -0)
@@ -90,8 +92,9 @@ def _conv_fn(ctx: Any, stride: Any, padding: Any, groups: int = 1,
                      (1, stride[0]), (0, padding[0]), accumulation=ctx.accumulation)
         return F.reshape(y, (y.shape[0], y.shape[1], y.shape[3]))
     one = conv2d if len(stride) == 2 else conv1d
-    if any(d != 1 for d in dilation):
-        one = _dilated_fn(ctx, stride, padding, dilation)
+    if any(d != 1 for d in dilation) or len(stride) == 3:
+        one = _dilated_fn(ctx, stride, padding, tuple(dilation) * (
+            len(stride) if len(dilation) == 1 else 1))
     if groups == 1:
         return one
 
@@ -105,13 +108,13 @@ def _conv_fn(ctx: Any, stride: Any, padding: Any, groups: int = 1,
     return grouped
 
 
-def _transposed(ctx: Any, x: Any, w: Any, b: Any, stride: Any, padding: Any,
+def _transposed(ctx: Any, x: Any, w: Any, b: Any, geometry: tuple[Any, ...],
                 out: Any) -> Any:
-    """conv_transpose(x, w) + b: the engine's input gradient of conv2d(z, w) with upstream
-    x, z of the output's shape (TRC-NN-008)."""
+    """conv_transpose(x, w) + b: the engine's input gradient of the convolution conv(z, w)
+    (same stride, padding, groups, dilation) with upstream x, z of the output's shape
+    (TRC-NN-008)."""
     z = torch.zeros(tuple(out.shape), dtype=x.dtype)
-    (y,) = replay(lambda z_: _conv_fn(ctx, stride, padding)(z_, engine(w), None), [z], [True],
-                  x)
+    (y,) = replay(lambda z_: _conv_fn(ctx, *geometry)(z_, engine(w), None), [z], [True], x)
     assert y is not None  # requested above
     if b is None:
         return as_torch(forward(lambda y_: y_, y), out.dtype)
@@ -121,32 +124,33 @@ def _transposed(ctx: Any, x: Any, w: Any, b: Any, stride: Any, padding: Any,
 
 def _conv(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     x, w, b, stride, padding, dilation, transposed, _, groups = args
-    _check_conv(stride, dilation, transposed, groups)
+    _check_conv(stride)
     out = meta(func, args, kw)
     if transposed:
-        return _transposed(ctx, x, w, b, stride, padding, out)
+        return _transposed(ctx, x, w, b, (stride, padding, groups, dilation), out)
     return as_torch(forward(_conv_fn(ctx, stride, padding, groups, dilation), x, w, b),
                     out.dtype)
 
 
 def _conv_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     g, x, w, bias_sizes, stride, padding, dilation, transposed, _, groups, mask = args
-    _check_conv(stride, dilation, transposed, groups)
+    _check_conv(stride)
     # torch passes bias_sizes [0] for a convolution without bias: no bias then
     has_b = bool(mask[2] and bias_sizes and math.prod(bias_sizes) > 0)
     if transposed:
-        return _transposed_bwd(ctx, g, x, w, stride, padding, mask, has_b)
+        return _transposed_bwd(ctx, g, x, w, (stride, padding, groups, dilation), mask, has_b)
     b = torch.zeros(bias_sizes, dtype=w.dtype) if has_b else None
     grads = replay(_conv_fn(ctx, stride, padding, groups, dilation), [x, w, b],
                    [mask[0], mask[1], has_b], g)
     return tuple(grads)
 
 
-def _transposed_bwd(ctx: Any, g: Any, x: Any, w: Any, stride: Any, padding: Any, mask: Any,
+def _transposed_bwd(ctx: Any, g: Any, x: Any, w: Any, geometry: tuple[Any, ...], mask: Any,
                     has_b: bool) -> tuple[Any, ...]:
-    """(dx, dw, db) of conv_transpose: dx = conv2d(g, w); dw = conv2d's weight gradient
-    with input g and upstream x; db = the engine's exact sum of g over all but channels."""
-    conv = _conv_fn(ctx, stride, padding)
+    """(dx, dw, db) of conv_transpose: dx = conv(g, w); dw = the convolution's weight
+    gradient with input g and upstream x; db = the engine's exact sum of g over all but
+    channels."""
+    conv = _conv_fn(ctx, *geometry)
     dx = as_torch(forward(lambda g_, w_: conv(g_, w_, None), g, w), x.dtype) if mask[0] \
         else None
     dw = replay(lambda w_: conv(engine(g), w_, None), [w], [True], x)[0] if mask[1] else None

@@ -186,3 +186,110 @@ def test_a_dilated_conv1d_stack_runs_emulated_and_padding_reads_zeros() -> None:
     assert torch.equal(torch.isnan(got), torch.isnan(want))
     fin = torch.isfinite(want)
     assert float((got[fin] - want[fin]).abs().max()) <= 2.0**-12
+
+
+def _oracle_grouped(x: np.ndarray, w: np.ndarray, s: int, p: int, d: int, groups: int,
+                    out_hw: tuple[int, int]) -> np.ndarray:
+    """The transposed rule with groups and dilation: per output position and kernel
+    offset (the input position h with h s - p + i d = oh) the exact dot over the input
+    channels of the output channel's group rounded to float32; the offsets' values
+    summed exactly and rounded once (no bias)."""
+    N, Ci, H, W = x.shape
+    co_g, k = w.shape[1], w.shape[2]
+    ci_g = Ci // groups
+    y = np.zeros((N, co_g * groups) + out_hw)
+    for n, co, oh, ow in np.ndindex(*y.shape):
+        g, col = divmod(co, co_g)
+        total = Q(0)
+        for i in range(k):
+            for j in range(k):
+                h, rh = divmod(oh + p - i * d, s)
+                q, rw = divmod(ow + p - j * d, s)
+                if rh or rw or not (0 <= h < H and 0 <= q < W):
+                    continue
+                total += r32(sum((Q(float(x[n, ci, h, q])) * Q(float(w[ci, col, i, j]))
+                                  for ci in range(g * ci_g, (g + 1) * ci_g)), Q(0)))
+        y[n, co, oh, ow] = float(r32(total))
+    return y
+
+
+@pytest.mark.clause("TRC-NN-008")
+@pytest.mark.parametrize("groups,dilation,stride", [(2, 1, 2), (1, 2, 1), (2, 2, 2)])
+def test_grouped_and_dilated_transposed_convolutions_follow_the_same_rule(
+        groups: int, dilation: int, stride: int) -> None:
+    """Inputs: x (1, 4, 4, 4) of wide exponents, weight (4, 3, 3, 3) (3 outputs per group),
+    groups / dilation / stride as given, padding 1, no bias. Expected: the grouped,
+    dilated transposed rule above. Pass: bitwise."""
+    rng = np.random.default_rng(groups * 10 + dilation)
+    x = (rng.standard_normal((1, 4, 4, 4)) * np.exp2(rng.integers(-8, 9, (1, 4, 4, 4)))
+         ).astype(np.float32)
+    w = (rng.standard_normal((4, 3, 3, 3)) * np.exp2(rng.integers(-8, 9, (4, 3, 3, 3)))
+         ).astype(np.float32)
+    with emulate(fallback="error"):
+        got = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w),
+                                                   stride=stride, padding=1, groups=groups,
+                                                   dilation=dilation).numpy()
+    want = _oracle_grouped(x, w, stride, 1, dilation, groups, got.shape[-2:])
+    assert_bitwise_equal(got, want.astype(np.float32), msg=f"g{groups} d{dilation} s{stride}")
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("dilation,groups", [(1, 1), (2, 2)])
+def test_a_3d_convolution_is_one_exact_dot_product_per_output(dilation: int,
+                                                              groups: int) -> None:
+    """Inputs: x (1, 4, 5, 4, 6) of wide exponents, weight (2, 4/groups, 3, 3, 3), bias,
+    stride (1, 2, 1), padding 1, dilation and groups as given. Expected: per output
+    fl32(fl32(exact dot over its group's channels and real taps) + b) (padding reads
+    zeros). Pass: bitwise."""
+    rng = np.random.default_rng(dilation + groups)
+    cg = 4 // groups
+    x = (rng.standard_normal((1, 4, 5, 4, 6)) * np.exp2(rng.integers(-8, 9, (1, 4, 5, 4, 6)))
+         ).astype(np.float32)
+    w = (rng.standard_normal((2, cg, 3, 3, 3)) * np.exp2(rng.integers(-8, 9, (2, cg, 3, 3, 3)))
+         ).astype(np.float32)
+    b = rng.standard_normal(2).astype(np.float32)
+    st = (1, 2, 1)
+    with emulate(fallback="error"):
+        got = torch.nn.functional.conv3d(torch.tensor(x), torch.tensor(w), torch.tensor(b),
+                                         stride=st, padding=1, dilation=dilation,
+                                         groups=groups).numpy()
+    want = np.zeros(got.shape, np.float32)
+    for n, co, a, bb, c in np.ndindex(*got.shape):
+        g = co // (2 // groups)
+        total = Q(0)
+        for ci, i, j, m in np.ndindex(cg, 3, 3, 3):
+            pos = (a * st[0] - 1 + i * dilation, bb * st[1] - 1 + j * dilation,
+                   c * st[2] - 1 + m * dilation)
+            if all(0 <= v < n_ for v, n_ in zip(pos, x.shape[2:], strict=True)):
+                total += Q(float(x[(n, g * cg + ci) + pos])) * Q(float(w[co, ci, i, j, m]))
+        want[n, co, a, bb, c] = float(r32(r32(total) + Q(float(b[co]))))
+    assert_bitwise_equal(got, want, msg=f"d{dilation} g{groups}")
+
+
+@pytest.mark.clause("TRC-NN-001", "TRC-NN-008", "TRC-EMU-002")
+@pytest.mark.parametrize("which", ["Conv3d", "ConvTranspose3d", "ConvTranspose2d groups",
+                                   "ConvTranspose1d dilated"])
+def test_3d_and_grouped_transposed_modules_train_emulated(which: str) -> None:
+    """Inputs: the module on random input, forward and backward under emulate(module,
+    fallback='error'). Expected: no UnsupportedOpError; input and weight gradients
+    within 2^-10 of torch's (roundings only). Pass: all."""
+    torch.manual_seed(3)
+    nn = torch.nn
+    module, shape = {
+        "Conv3d": (nn.Conv3d(2, 3, 3, padding=1), (2, 2, 4, 5, 4)),
+        "ConvTranspose3d": (nn.ConvTranspose3d(2, 3, 2, stride=2), (1, 2, 3, 3, 3)),
+        "ConvTranspose2d groups": (nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
+                                                      output_padding=1, groups=2), (2, 4, 5, 5)),
+        "ConvTranspose1d dilated": (nn.ConvTranspose1d(3, 4, 3, dilation=3, stride=2),
+                                    (2, 3, 7))}[which]
+    x = torch.randn(shape, requires_grad=True)
+    module(x).square().sum().backward()
+    want_x, want_w = x.grad.clone(), module.weight.grad.clone()
+    x.grad, module.weight.grad = None, None
+    with emulate(module, fallback="error") as em:
+        module(x).square().sum().backward()
+    assert em.report.not_emulated() == []
+    assert x.grad is not None and module.weight.grad is not None
+    assert float((x.grad - want_x).abs().max()) <= 2.0**-10
+    assert float((module.weight.grad - want_w).abs().max()) <= 2.0**-10 * max(
+        1.0, float(want_w.abs().max()))
