@@ -73,7 +73,8 @@ EXACT = frozenset({
     "median", "nanmedian", "kthvalue", "mode", "take", "index_fill", "index_fill_",
     "masked_scatter", "masked_scatter_", "masked_scatter_backward", "diagonal_copy",
     "diagonal_backward", "diag_embed", "diagonal_scatter", "select_scatter",
-    "slice_scatter", "unfold", "unfold_backward",
+    "slice_scatter", "unfold", "unfold_backward", "upsample_nearest3d",
+    "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
 })
 
 

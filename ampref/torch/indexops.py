@@ -2,7 +2,8 @@
 ``scatter_add``, ``index_add``, ``index_put`` with ``accumulate=True``, ``col2im``
 (``nn.Fold``), and the backward ops of gathers: ``gather`` and ``index_select`` (their
 backward is ``scatter_add`` / ``index_add``), advanced indexing (``index_put``), max
-pooling 2-d / 3-d and adaptive max pooling, reflection and replication padding.
+pooling 2-d / 3-d and adaptive max pooling, reflection and replication padding, nearest
+upsampling (plain and ``nearest-exact``, 1-d to 3-d).
 
 One rule serves them all: each destination element becomes the **exact** sum of its
 old value (``+0`` for a backward's fresh gradient) and every value scattered to it,
@@ -177,6 +178,20 @@ def _pad_bwd(forward: Any, nd: int) -> Handler:
     return handler
 
 
+def _nearest_bwd(forward: Any, nd: int) -> Handler:
+    def handler(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        """Nearest upsampling's backward (plain and ``nearest-exact``, 1-d to 3-d): the
+        forward applied to one plane's positions gives each output's source."""
+        g, out_size, in_size = args[:3]
+        spatial = tuple(int(n) for n in in_size[-nd:])
+        plane = torch.arange(math.prod(spatial), dtype=torch.float64).reshape(
+            (1, 1) + spatial)
+        src = forward(plane, out_size, *args[3:], **kw)
+        x = torch.empty(tuple(in_size), dtype=g.dtype, device="meta")
+        return _per_plane(g, x, nd, src.numpy().astype(np.int64).reshape(-1))
+    return handler
+
+
 def _col2im(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """``nn.Fold`` (and ``nn.Unfold``'s backward): each column entry is added to the
     image position ``im2col`` reads it from; entries in the zero padding are dropped."""
@@ -210,6 +225,9 @@ def _build() -> dict[str, Handler]:
         "adaptive_max_pool2d_backward": _max_pool_bwd(2),
         "adaptive_max_pool3d_backward": _max_pool_bwd(3),
     }
+    for name in ("upsample_nearest", "_upsample_nearest_exact"):
+        for k in (1, 2, 3):
+            table[f"{name}{k}d_backward"] = _nearest_bwd(getattr(aten, f"{name}{k}d"), k)
     for kind in ("reflection", "replication"):
         for nd in (1, 2, 3):
             name = f"{kind}_pad{nd}d"

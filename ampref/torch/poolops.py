@@ -1,17 +1,17 @@
 """aten's average pooling and the backward of nearest upsampling on ampref's numerics
 (``specs/torch.md`` TRC-NN-007). Nearest upsampling itself, padding and pixel shuffles
-move values without rounding and run in torch (TRC-EMU-001).
+move values without rounding and run in torch (TRC-EMU-001); nearest upsampling's
+backward is :mod:`ampref.torch.indexops`'s scatter.
 
 * ``avg_pool2d``: each window's exact sum (the engine's certified sum, zeros for the
   padding) rounded to float32, divided in float32 by torch's divisor
   (``divisor_override``, else the window's size with or without the padding, as
   ``count_include_pad`` says, windows clipped at the padded edge in ``ceil_mode``), then
   rounded to the output dtype: the engine's mean (ENG-RED-001) over the window.
-* ``avg_pool2d_backward`` and ``upsample_nearest2d_backward``: each input element gets
-  the exact sum of the contributions of the outputs that read it (``fl32(g / divisor)``
-  for pooling, ``g`` for upsampling), rounded once (TRC-IDX-001's scatter): a single
-  contribution (windows that do not overlap, the default stride) is exact, so then the
-  value is torch's.
+* ``avg_pool2d_backward``: each input element gets the exact sum of the contributions
+  ``fl32(g / divisor)`` of the outputs that read it, rounded once (TRC-IDX-001's
+  scatter): a single contribution (windows that do not overlap, the default stride)
+  is exact, so then the value is torch's.
 * ``_adaptive_avg_pool2d``: torch's windows, the exact window sum rounded to float32,
   divided in float32 by the window's height and then by its width (torch's order); its
   backward sums ``g / kh / kw`` (float32 steps) exactly into each input.
@@ -172,30 +172,8 @@ def _adaptive_avg_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, 
     return from_numpy(_spread_back(_by_window(gv, rows, cols), rows, cols, (H, W)), x.dtype)
 
 
-def _nearest_source(n_out: int, n_in: int, scale: Any) -> Any:
-    """torch's nearest source index: floor(o * s) in float32 with s = 1 / scale_factor
-    when one is given, else n_in / n_out, capped at n_in - 1."""
-    s = np.float32(1.0 / scale) if scale else np.float32(n_in / n_out)
-    with np.errstate(all="ignore"):
-        src = np.floor(np.arange(n_out, dtype=np.float32) * s).astype(np.int64)
-    return np.minimum(src, n_in - 1)
-
-
-def _upsample_nearest_bwd(ctx: Any, func: Any, args: tuple[Any, ...],
-                          kw: dict[str, Any]) -> Any:
-    g, out_size, in_size = args[:3]
-    scales = list(args[3:5]) + [None, None]
-    gv = to_numpy(g).astype(np.float32)
-    rows = _nearest_source(out_size[0], in_size[2], scales[0])
-    cols = _nearest_source(out_size[1], in_size[3], scales[1])
-    r = _spread_back(gv, [[int(i)] for i in rows], [[int(j)] for j in cols],
-                     (int(in_size[2]), int(in_size[3])))
-    return from_numpy(r, g.dtype)
-
-
 #: aten op name (overload packet) -> handler
 POOLS: dict[str, Handler] = {
     "avg_pool2d": _avg_pool, "avg_pool2d_backward": _avg_pool_bwd,
-    "upsample_nearest2d_backward": _upsample_nearest_bwd,
     "_adaptive_avg_pool2d": _adaptive_avg, "_adaptive_avg_pool2d_backward": _adaptive_avg_bwd,
 }

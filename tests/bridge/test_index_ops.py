@@ -284,3 +284,39 @@ def test_index_modules_run_forward_and_backward_without_fallback(name: str) -> N
         module(x).sum().backward()
     assert em.report.not_emulated() == []
     assert x.grad is not None and x.grad.shape == x.shape and torch.isfinite(x.grad).all()
+
+
+def _nearest_src(n_in: int, n_out: int, scale: Any, exact: bool) -> list[int]:
+    """torch's nearest source per output: floor(o s) (``nearest``) or floor((o + 0.5) s)
+    (``nearest-exact``) in float32, s = fl32(1 / scale_factor) or fl32(n_in / n_out)."""
+    s = np.float32(1.0 / scale) if scale else np.float32(n_in / n_out)
+    o = np.arange(n_out, dtype=np.float32)
+    pos = (o + np.float32(0.5)) * s if exact else o * s
+    return [min(int(np.floor(v)), n_in - 1) for v in pos]
+
+
+@pytest.mark.clause("TRC-IDX-001")
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("nd,scale", [(1, 2.0), (2, 1.5), (3, 2.0), (2, None)])
+def test_nearest_upsampling_gradients_sum_each_sources_copies_exactly(
+        nd: int, scale: Any, mode: str) -> None:
+    """Inputs: x (1, 2, 3[, 3[, 3]]) upsampled ``mode`` by ``scale`` (None: to size 5 per
+    axis), upstream spread values. Expected: each input's gradient fl32(exact sum of the
+    upstream values of the outputs whose source it is, the sources by torch's float32
+    formula). Pass: bitwise."""
+    shape = (1, 2) + (3,) * nd
+    x = torch.zeros(shape, requires_grad=True)
+    kw: dict[str, Any] = {"scale_factor": scale} if scale else {"size": (5,) * nd}
+    rng = np.random.default_rng(nd * 7 + (scale is None))
+    with emulate(fallback="error"):
+        y = TF.interpolate(x, mode=mode, **kw)
+        g = _spread(rng, *y.shape)
+        y.backward(g)
+    srcs = [_nearest_src(3, y.shape[2 + a], scale, mode == "nearest-exact") for a in range(nd)]
+    acc: dict[tuple[int, ...], list[float]] = {}
+    for pos in np.ndindex(*y.shape):
+        src = pos[:2] + tuple(srcs[a][pos[2 + a]] for a in range(nd))
+        acc.setdefault(src, []).append(float(g[pos]))
+    assert x.grad is not None
+    assert_bitwise_equal(x.grad.numpy(), _sum_into(torch.zeros(shape), acc),
+                         msg=f"{mode} {nd}-d")
