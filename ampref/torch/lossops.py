@@ -21,6 +21,7 @@ import torch
 from ampref.engine import functional as F
 
 from .convert import from_numpy, meta, to_numpy
+from .pointwise import wide
 from .replay import as_torch, forward, replay
 
 __all__ = ["LOSSES", "REDUCTIONS"]
@@ -167,8 +168,37 @@ def _huber_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -
     return from_numpy(np.broadcast_to(r, tuple(out.shape)), out.dtype)
 
 
+# -- soft margin ----------------------------------------------------------------------
+def _soft_margin(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """torch's in-place chain neg(x) * y -> exp -> log1p, each step a tensor of x's dtype
+    (exp and log1p their float64 values rounded), then the reduction."""
+    x, y = args[:2]
+    reduction = _arg(args, kw, 2, "reduction", 1)
+    cf, dt = _cf(x), x.dtype
+    xv, yv = _values(cf, x, y)
+    with np.errstate(all="ignore"):
+        u = _step(-xv * yv, dt)
+        e = _step(wide(np.exp)(u), dt)
+        r = _step(wide(np.log1p)(e), dt)
+    return _reduced(r, dt, reduction, meta(func, args, kw).dtype)
+
+
+def _soft_margin_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """torch's steps: z = exp(-y x); ((y z) (-norm)) / (z + 1) * g."""
+    g, x, y = args[:3]
+    reduction = _arg(args, kw, 3, "reduction", 1)
+    out = meta(func, args, kw)
+    cf = _cf(x)
+    gv, xv, yv = _values(cf, g, x, y)
+    with np.errstate(all="ignore"):
+        z = wide(np.exp)(-yv * xv)
+        r = (yv * z) * -_norm(x, reduction, cf) / (z + cf(1)) * gv
+    return from_numpy(np.broadcast_to(r, tuple(out.shape)), out.dtype)
+
+
 #: aten op name (overload packet) -> handler
 LOSSES: dict[str, Handler] = {
+    "soft_margin_loss": _soft_margin, "soft_margin_loss_backward": _soft_margin_bwd,
     "binary_cross_entropy": _bce, "binary_cross_entropy_backward": _bce_bwd,
     "binary_cross_entropy_with_logits": _bce_logits,
     "smooth_l1_loss": _smooth_l1, "smooth_l1_loss_backward": _smooth_l1_bwd,

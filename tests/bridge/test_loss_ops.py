@@ -18,6 +18,7 @@ from value_oracles import r32, wide  # noqa: E402
 
 import ampref  # noqa: E402
 from ampref import functional as F  # noqa: E402
+from ampref.testing import assert_bitwise_equal  # noqa: E402
 from ampref.torch import emulate  # noqa: E402
 
 TF = torch.nn.functional
@@ -187,3 +188,37 @@ def test_torchs_loss_modules_run_emulated_without_fallback(name: str) -> None:
         LOSS_MODULES[name](model(x), t).backward()
     assert all(r.emulated for r in em.report.rows())
     assert float((model.weight.grad - want).abs().max()) <= 2.0**-10, name
+
+
+@pytest.mark.clause("TRC-NN-006")
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_soft_margin_loss_is_torchs_steps_with_exact_function_values(reduction: str) -> None:
+    """Inputs: 70 float32 inputs over 2^-3 .. 2^4 with targets ±1, an upstream gradient.
+    Expected: per element fl32(log1p(fl32(exp(fl32(-x y))))) (60-digit function values),
+    the reduction the exactly rounded mean / sum; gradient fl32(fl32(fl32(fl32(y z)
+    fl32(-norm)) / fl32(z + 1)) g) with z = fl32(exp(fl32(-y x))). Pass: bitwise."""
+    rng = np.random.default_rng(71)
+    x = (rng.standard_normal(70) * np.exp2(rng.integers(-3, 5, 70))).astype(np.float32)
+    y = np.where(rng.random(70) < 0.5, -1.0, 1.0).astype(np.float32)
+    g = rng.standard_normal(70 if reduction == "none" else ()).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    with emulate(fallback="error"):
+        loss = TF.soft_margin_loss(tx, torch.tensor(y), reduction=reduction)
+        loss.backward(torch.tensor(g))
+    exp_w = wide(lambda d: d.exp())
+    log1p_w = wide(lambda d: (1 + d).ln())
+    terms = [log1p_w(exp_w(r32(-Q(float(a)) * Q(float(b))))) for a, b in zip(x, y, strict=True)]
+    if reduction == "none":
+        want: Any = np.array([float(t) for t in terms], np.float32)
+    else:
+        s = r32(sum(terms, Q(0)))
+        want = np.float32(float(r32(s / 70) if reduction == "mean" else s))
+    assert_bitwise_equal(loss.detach().numpy(), want, msg="loss")
+    neg_norm = Q(float(np.float32(-1.0 / 70))) if reduction == "mean" else Q(-1)
+    grads = []
+    for i, (a, b) in enumerate(zip(x, y, strict=True)):
+        z = exp_w(r32(-Q(float(b)) * Q(float(a))))
+        gi = Q(float(g[i] if reduction == "none" else g))
+        grads.append(float(r32(r32(r32(r32(Q(float(b)) * z) * neg_norm) / r32(z + 1)) * gi)))
+    assert tx.grad is not None
+    assert_bitwise_equal(tx.grad.numpy(), np.array(grads, np.float32), msg="gradient")
