@@ -23,6 +23,7 @@ from .convops import CONVS
 from .indexops import INDEXING
 from .interpops import INTERPOLATION
 from .lossops import LOSSES
+from .marginops import MARGINS
 from .nllops import NLL
 from .normops import NORMS
 from .poolops import POOLS
@@ -39,7 +40,8 @@ __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "p
 HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES, **NN,
                                             **CONVS, **NORMS, **POOLS, **RNN,
                                             **INDEXING, **NLL, **STATS,
-                                            **INTERPOLATION, **VECTOR_NORMS, **BAGS}
+                                            **INTERPOLATION, **VECTOR_NORMS, **BAGS,
+                                            **MARGINS}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode

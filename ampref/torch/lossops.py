@@ -21,10 +21,10 @@ import torch
 from ampref.engine import functional as F
 
 from .convert import from_numpy, meta, to_numpy
-from .pointwise import wide
 from .replay import as_torch, forward, replay
 
-__all__ = ["LOSSES", "REDUCTIONS"]
+__all__ = ["LOSSES", "REDUCTIONS", "arg", "compute_format", "loss_norm", "reduced", "step",
+           "values"]
 
 Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -32,22 +32,22 @@ Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 
-def _arg(args: tuple[Any, ...], kw: dict[str, Any], i: int, name: str, default: Any) -> Any:
+def arg(args: tuple[Any, ...], kw: dict[str, Any], i: int, name: str, default: Any) -> Any:
     return args[i] if len(args) > i else kw.get(name, default)
 
 
-def _cf(t: torch.Tensor) -> Any:
+def compute_format(t: torch.Tensor) -> Any:
     return np.float64 if t.dtype == torch.float64 else np.float32
 
 
-def _step(v: Any, dtype: torch.dtype) -> Any:
+def step(v: Any, dtype: torch.dtype) -> Any:
     """One of torch's intermediate tensors: the float32 value rounded to ``dtype``."""
     if dtype in (torch.float32, torch.float64):
         return v
     return to_numpy(from_numpy(v, dtype)).astype(np.float32)
 
 
-def _reduced(loss: Any, dtype: torch.dtype, reduction: int, out_dtype: torch.dtype) -> Any:
+def reduced(loss: Any, dtype: torch.dtype, reduction: int, out_dtype: torch.dtype) -> Any:
     """The elementwise loss in ``dtype``, then torch's apply_loss_reduction with the
     engine's mean or sum (exactly rounded)."""
     t = from_numpy(loss, dtype)
@@ -57,7 +57,7 @@ def _reduced(loss: Any, dtype: torch.dtype, reduction: int, out_dtype: torch.dty
     return as_torch(forward(F.mean if red == "mean" else F.sum, t), out_dtype)
 
 
-def _values(cf: Any, *ts: Any) -> list[Any]:
+def values(cf: Any, *ts: Any) -> list[Any]:
     return [to_numpy(t).astype(cf) if isinstance(t, torch.Tensor) else t for t in ts]
 
 
@@ -70,16 +70,16 @@ def _no_weight(weight: Any, op: str) -> None:
 def _bce(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """The engine's ``binary_cross_entropy`` (torch's: logs clamped at -100)."""
     x, t = args[:2]
-    _no_weight(_arg(args, kw, 2, "weight", None), "binary_cross_entropy")
-    red = REDUCTIONS[int(_arg(args, kw, 3, "reduction", 1))]
+    _no_weight(arg(args, kw, 2, "weight", None), "binary_cross_entropy")
+    red = REDUCTIONS[int(arg(args, kw, 3, "reduction", 1))]
     return as_torch(forward(F.binary_cross_entropy, x, t, reduction=red),
                     meta(func, args, kw).dtype)
 
 
 def _bce_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     g, x, t = args[:3]
-    _no_weight(_arg(args, kw, 3, "weight", None), "binary_cross_entropy_backward")
-    red = REDUCTIONS[int(_arg(args, kw, 4, "reduction", 1))]
+    _no_weight(arg(args, kw, 3, "weight", None), "binary_cross_entropy_backward")
+    red = REDUCTIONS[int(arg(args, kw, 4, "reduction", 1))]
     return replay(F.binary_cross_entropy, [x, t], [True, False], g, reduction=red)[0]
 
 
@@ -88,23 +88,23 @@ def _bce_logits(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) 
     loss = (1 - t) x - ls; with weight, loss *= w; then the reduction. Every step is a
     tensor of x's dtype in torch, so each is rounded to it."""
     x, t = args[:2]
-    weight, pos_weight = _arg(args, kw, 2, "weight", None), _arg(args, kw, 3, "pos_weight", None)
-    reduction = _arg(args, kw, 4, "reduction", 1)
-    dt, cf = x.dtype, _cf(x)
-    xv, tv = _values(cf, x, t)
+    weight, pos_weight = arg(args, kw, 2, "weight", None), arg(args, kw, 3, "pos_weight", None)
+    reduction = arg(args, kw, 4, "reduction", 1)
+    dt, cf = x.dtype, compute_format(x)
+    xv, tv = values(cf, x, t)
     one = cf(1)
     with np.errstate(all="ignore"):
-        ls = _step((np.minimum(xv.astype(np.float64), 0.0) - np.log1p(np.exp(
+        ls = step((np.minimum(xv.astype(np.float64), 0.0) - np.log1p(np.exp(
             -np.abs(xv.astype(np.float64))))).astype(cf), dt)
         if pos_weight is not None:
-            (pw,) = _values(cf, pos_weight)
-            lw = _step(_step(_step(pw - one, dt) * tv, dt) + one, dt)
-            ls = _step(ls * lw, dt)
-        loss = _step(_step(_step(one - tv, dt) * xv, dt) - ls, dt)
+            (pw,) = values(cf, pos_weight)
+            lw = step(step(step(pw - one, dt) * tv, dt) + one, dt)
+            ls = step(ls * lw, dt)
+        loss = step(step(step(one - tv, dt) * xv, dt) - ls, dt)
         if weight is not None:
-            (w,) = _values(cf, weight)
-            loss = _step(loss * w, dt)
-    return _reduced(loss, dt, reduction, meta(func, args, kw).dtype)
+            (w,) = values(cf, weight)
+            loss = step(loss * w, dt)
+    return reduced(loss, dt, reduction, meta(func, args, kw).dtype)
 
 
 # -- smooth L1 and Huber ---------------------------------------------------------------
@@ -113,12 +113,12 @@ def _robust(func: Any, args: tuple[Any, ...], kw: dict[str, Any], name: str,
     """The elementwise ``loss(z, param, 0.5)`` of z = |x - y| in the compute format, then
     the reduction (smooth L1's beta, Huber's delta as ``param``)."""
     x, y = args[:2]
-    reduction, param = _arg(args, kw, 2, "reduction", 1), _arg(args, kw, 3, name, 1.0)
-    cf = _cf(x)
-    xv, yv = _values(cf, x, y)
+    reduction, param = arg(args, kw, 2, "reduction", 1), arg(args, kw, 3, name, 1.0)
+    cf = compute_format(x)
+    xv, yv = values(cf, x, y)
     with np.errstate(all="ignore"):
         r = loss(np.abs(xv - yv), cf(param), cf(0.5))
-    return _reduced(r, x.dtype, reduction, meta(func, args, kw).dtype)
+    return reduced(r, x.dtype, reduction, meta(func, args, kw).dtype)
 
 
 def _smooth_l1(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
@@ -127,7 +127,7 @@ def _smooth_l1(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -
         z < b, half * z * z / b, z - half * b))
 
 
-def _norm(x: torch.Tensor, reduction: int, cf: Any) -> Any:
+def loss_norm(x: torch.Tensor, reduction: int, cf: Any) -> Any:
     """torch's norm: 1 / numel (double, then the compute format) for mean, else 1."""
     return cf(1.0 / x.numel()) if int(reduction) == 1 else cf(1)
 
@@ -137,9 +137,9 @@ def _smooth_l1_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any
     path); beta = 0 is L1's gradient norm * sgn(d) * g (torch runs l1_loss there)."""
     g, x, y, reduction, beta = args[:5]
     out = meta(func, args, kw)
-    cf = _cf(x)
-    gv, xv, yv = _values(cf, g, x, y)
-    b, norm = cf(beta), _norm(x, reduction, cf)
+    cf = compute_format(x)
+    gv, xv, yv = values(cf, g, x, y)
+    b, norm = cf(beta), loss_norm(x, reduction, cf)
     with np.errstate(all="ignore"):
         d = xv - yv
         if b == 0:
@@ -159,46 +159,17 @@ def _huber_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -
     """norm * clamp(x - y, -delta, delta) * g (torch's vectorised path)."""
     g, x, y, reduction, delta = args[:5]
     out = meta(func, args, kw)
-    cf = _cf(x)
-    gv, xv, yv = _values(cf, g, x, y)
-    dl, norm = cf(delta), _norm(x, reduction, cf)
+    cf = compute_format(x)
+    gv, xv, yv = values(cf, g, x, y)
+    dl, norm = cf(delta), loss_norm(x, reduction, cf)
     with np.errstate(all="ignore"):
         d = xv - yv
         r = norm * np.where(d < -dl, -dl, np.where(d > dl, dl, d)) * gv
     return from_numpy(np.broadcast_to(r, tuple(out.shape)), out.dtype)
 
 
-# -- soft margin ----------------------------------------------------------------------
-def _soft_margin(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    """torch's in-place chain neg(x) * y -> exp -> log1p, each step a tensor of x's dtype
-    (exp and log1p their float64 values rounded), then the reduction."""
-    x, y = args[:2]
-    reduction = _arg(args, kw, 2, "reduction", 1)
-    cf, dt = _cf(x), x.dtype
-    xv, yv = _values(cf, x, y)
-    with np.errstate(all="ignore"):
-        u = _step(-xv * yv, dt)
-        e = _step(wide(np.exp)(u), dt)
-        r = _step(wide(np.log1p)(e), dt)
-    return _reduced(r, dt, reduction, meta(func, args, kw).dtype)
-
-
-def _soft_margin_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    """torch's steps: z = exp(-y x); ((y z) (-norm)) / (z + 1) * g."""
-    g, x, y = args[:3]
-    reduction = _arg(args, kw, 3, "reduction", 1)
-    out = meta(func, args, kw)
-    cf = _cf(x)
-    gv, xv, yv = _values(cf, g, x, y)
-    with np.errstate(all="ignore"):
-        z = wide(np.exp)(-yv * xv)
-        r = (yv * z) * -_norm(x, reduction, cf) / (z + cf(1)) * gv
-    return from_numpy(np.broadcast_to(r, tuple(out.shape)), out.dtype)
-
-
 #: aten op name (overload packet) -> handler
 LOSSES: dict[str, Handler] = {
-    "soft_margin_loss": _soft_margin, "soft_margin_loss_backward": _soft_margin_bwd,
     "binary_cross_entropy": _bce, "binary_cross_entropy_backward": _bce_bwd,
     "binary_cross_entropy_with_logits": _bce_logits,
     "smooth_l1_loss": _smooth_l1, "smooth_l1_loss_backward": _smooth_l1_bwd,

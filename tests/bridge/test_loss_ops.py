@@ -222,3 +222,60 @@ def test_soft_margin_loss_is_torchs_steps_with_exact_function_values(reduction: 
         grads.append(float(r32(r32(r32(r32(Q(float(b)) * z) * neg_norm) / r32(z + 1)) * gi)))
     assert tx.grad is not None
     assert_bitwise_equal(tx.grad.numpy(), np.array(grads, np.float32), msg="gradient")
+
+
+@pytest.mark.clause("TRC-NN-006")
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("weighted", [False, True], ids=["", "weighted"])
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_multi_margin_loss_is_torchs_kernel_with_exact_sums(p: int, weighted: bool,
+                                                            reduction: str) -> None:
+    """Inputs: 7 rows of 6 wide-exponent float32 scores, targets, margin 0.7, p 1 / 2,
+    class weights or none; an upstream gradient. Expected: per row fl32(fl32(exact sum
+    over classes d != t with z = fl(fl(m - x_t) + x_d) > 0 of h) / 6), h = z or fl(z z)
+    (times fl(h w_t)), reduced by the exactly rounded mean / sum; gradient: g =
+    fl32(1/(7*6)) (mean) or fl32(1/6), h' = g or fl(2g z) (times w_t) at live classes,
+    -(exact sum of the h') rounded at the target, each times the upstream value.
+    Pass: bitwise, loss and gradient."""
+    rng = np.random.default_rng(p * 10 + weighted)
+    x = (rng.standard_normal((7, 6)) * np.exp2(rng.integers(-4, 3, (7, 6)))).astype(np.float32)
+    t = rng.integers(0, 6, 7)
+    w = (rng.random(6) + 0.5).astype(np.float32) if weighted else None
+    up = rng.standard_normal(7 if reduction == "none" else ()).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    with emulate(fallback="error"):
+        loss = TF.multi_margin_loss(tx, torch.tensor(t), p=p, margin=0.7,
+                                    weight=None if w is None else torch.tensor(w),
+                                    reduction=reduction)
+        loss.backward(torch.tensor(up))
+    m = Q(float(np.float32(0.7)))
+    rows, grad = [], np.zeros((7, 6), np.float32)
+    g = Q(float(np.float32(1.0 / 42 if reduction == "mean" else 1.0 / 6)))
+    for i in range(7):
+        xt = Q(float(x[i, t[i]]))
+        hs, hg = [], []
+        for d in range(6):
+            z = r32(r32(m - xt) + Q(float(x[i, d])))
+            if d == t[i] or z <= 0:
+                continue
+            h, h2 = (z, g) if p == 1 else (r32(z * z), r32(2 * g * z))
+            if w is not None:
+                h, h2 = r32(h * Q(float(w[t[i]]))), r32(h2 * Q(float(w[t[i]])))
+            hs.append(h)
+            hg.append((d, h2))
+        rows.append(r32(r32(sum(hs, Q(0))) / 6))
+        u = Q(float(up[i] if reduction == "none" else up))
+        # zeros (dead classes, a target without live ones) times u keep u's sign
+        grad[i] = np.float32(0.0) * np.float32(up[i] if reduction == "none" else up)
+        for d, h2 in hg:
+            grad[i, d] = float(r32(h2 * u))
+        if hg:
+            grad[i, t[i]] = float(r32(-r32(sum((h2 for _, h2 in hg), Q(0))) * u))
+    if reduction == "none":
+        want: Any = np.array([float(v) for v in rows], np.float32)
+    else:
+        s = r32(sum(rows, Q(0)))
+        want = np.float32(float(r32(s / 7) if reduction == "mean" else s))
+    assert_bitwise_equal(loss.detach().numpy(), want, msg="loss")
+    assert tx.grad is not None
+    assert_bitwise_equal(tx.grad.numpy(), grad, msg="gradient")
