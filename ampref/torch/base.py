@@ -26,6 +26,7 @@ from .lossops import LOSSES
 from .marginops import MARGINS
 from .nllops import NLL
 from .normops import NORMS
+from .pool3d import POOLS3D
 from .poolops import POOLS
 from .pointwise import POINTWISE
 from .report import Report
@@ -41,7 +42,7 @@ HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES,
                                             **CONVS, **NORMS, **POOLS, **RNN,
                                             **INDEXING, **NLL, **STATS,
                                             **INTERPOLATION, **VECTOR_NORMS, **BAGS,
-                                            **MARGINS}
+                                            **MARGINS, **POOLS3D}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode

@@ -208,6 +208,7 @@ def test_adaptive_avg_pool2d_backward_sums_the_divided_gradients_exactly(
 MODULES: dict[str, tuple[Callable[[], Any], tuple[int, ...]]] = {
     "AdaptiveAvgPool2d((3, 2))": (lambda: torch.nn.AdaptiveAvgPool2d((3, 2)), (2, 4, 7, 5)),
     "AdaptiveAvgPool1d(4)": (lambda: torch.nn.AdaptiveAvgPool1d(4), (2, 4, 10)),
+    "LocalResponseNorm(2)": (lambda: torch.nn.LocalResponseNorm(2), (2, 4, 5, 5)),
     "AvgPool2d": (lambda: torch.nn.AvgPool2d(2), (2, 4, 6, 6)),
     "AvgPool2d(3, 2, 1)": (lambda: torch.nn.AvgPool2d(3, 2, 1), (2, 4, 7, 7)),
     "AvgPool1d": (lambda: torch.nn.AvgPool1d(3, 2), (2, 4, 9)),
@@ -241,3 +242,73 @@ def test_pooling_upsampling_and_padding_modules_run_emulated_without_fallback(
     assert all(r.emulated for r in em.report.rows())
     assert first.weight.grad is not None
     assert float((first.weight.grad - want).abs().max()) <= 2.0**-10, name
+
+
+POOLS3: dict[str, dict[str, Any]] = {
+    "2": dict(kernel_size=2), "3/2/1": dict(kernel_size=3, stride=2, padding=1),
+          "3/2/1 without pad": dict(kernel_size=3, stride=2, padding=1,
+                                    count_include_pad=False),
+          "3/2/1 ceil": dict(kernel_size=3, stride=2, padding=1, ceil_mode=True,
+                             count_include_pad=False),
+          "(2,3,1) divisor 5": dict(kernel_size=(2, 3, 1), stride=(1, 2, 1),
+                                    divisor_override=5)}
+
+
+def _axis3(n: int, n_out: int, kw: dict[str, Any], a: int) -> list[tuple[range, int]]:
+    """Per output along axis a: its input range and divisor factor, from torch's rule."""
+    def at(v: Any, d: int) -> int:
+        return int(v[a]) if isinstance(v, tuple) else int(v if v is not None else d)
+    k = at(kw["kernel_size"], 0)
+    s, p = at(kw.get("stride", kw["kernel_size"]), k), at(kw.get("padding", 0), 0)
+    include = kw.get("count_include_pad", True)
+    out = []
+    for o in range(n_out):
+        start = o * s - p
+        end = min(start + k, n + p)
+        r = range(max(start, 0), min(end, n))
+        out.append((r, end - start if include else len(r)))
+    return out
+
+
+@pytest.mark.clause("TRC-NN-007")
+@pytest.mark.parametrize("name", sorted(POOLS3))
+def test_avg_pool3d_is_the_exact_window_sum_divided_once_and_its_gradient_exact_sums(
+        name: str) -> None:
+    """Inputs: x (1, 2, 5, 6, 7) of wide exponents pooled by ``name``; then x of
+    multiples of 1/8 (window sums exact); an upstream gradient of wide exponents.
+    Expected: per output fl32(fl32(exact window sum) / divisor) (torch's divisor rules);
+    on the dyadic x torch's own output; per input fl32(exact sum over the windows
+    holding it of fl32(g / divisor)). Pass: bitwise, all three."""
+    kw = POOLS3[name]
+    rng = np.random.default_rng(len(name) + 30)
+    x = (rng.standard_normal((1, 2, 5, 6, 7)) * np.exp2(rng.integers(-8, 9, (1, 2, 5, 6, 7)))
+         ).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    with emulate(fallback="error"):
+        y = TF.avg_pool3d(tx, **kw)
+        g = (rng.standard_normal(tuple(y.shape)) * np.exp2(
+            rng.integers(-8, 9, tuple(y.shape)))).astype(np.float32)
+        y.backward(torch.tensor(g))
+    axes = [_axis3(x.shape[2 + a], y.shape[2 + a], kw, a) for a in range(3)]
+    want = np.zeros(tuple(y.shape), np.float32)
+    acc: dict[tuple[int, ...], Q] = {}
+    for c, i, j, m in np.ndindex(*y.shape[1:]):
+        (ri, fi), (rj, fj), (rm, fm) = axes[0][i], axes[1][j], axes[2][m]
+        div = Q(kw["divisor_override"]) if kw.get("divisor_override") else Q(fi * fj * fm)
+        total = sum((Q(float(x[0, c, a, b, e])) for a in ri for b in rj for e in rm), Q(0))
+        want[0, c, i, j, m] = float(r32(r32(total) / div))
+        d = Q(float(np.float32(g[0, c, i, j, m]) / np.float32(div)))
+        for a in ri:
+            for b in rj:
+                for e in rm:
+                    acc[(c, a, b, e)] = acc.get((c, a, b, e), Q(0)) + d
+    assert_bitwise_equal(y.detach().numpy(), want, msg=f"{name} forward")
+    back = np.zeros(x.shape[1:], np.float32)
+    for key, v in acc.items():
+        back[key] = float(r32(v))
+    assert tx.grad is not None
+    assert_bitwise_equal(tx.grad.numpy()[0], back, msg=f"{name} backward")
+    dy = torch.tensor(rng.integers(-64, 64, (1, 2, 5, 6, 7)).astype(np.float32) / 8)
+    with emulate(fallback="error"):
+        got = TF.avg_pool3d(dy, **kw)
+    assert_bitwise_equal(got.numpy(), TF.avg_pool3d(dy, **kw).numpy(), msg=f"{name} torch")
