@@ -29,7 +29,7 @@ from ampref.accumulation import certified
 
 from .convert import from_numpy, meta, to_numpy
 
-__all__ = ["ORDERS", "VECTOR_NORMS"]
+__all__ = ["ORDERS", "VECTOR_NORMS", "pair_distance", "vector_norm"]
 
 Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -110,8 +110,75 @@ def _dist(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any
     return vector_norm(from_numpy(d, out.dtype), p, out.dtype)
 
 
+def _pairs(x1: Any, x2: Any) -> tuple[Any, Any, tuple[int, ...]]:
+    """Every (row of x1, row of x2) pair of each batch as two (pairs, M) float32 arrays."""
+    a, b = to_numpy(x1).astype(np.float32), to_numpy(x2).astype(np.float32)
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, lead + a.shape[-2:])
+    b = np.broadcast_to(b, lead + b.shape[-2:])
+    shape = lead + (a.shape[-2], b.shape[-2])
+    u = np.broadcast_to(a[..., :, None, :], shape + (a.shape[-1],)).reshape(-1, a.shape[-1])
+    v = np.broadcast_to(b[..., None, :, :], shape + (b.shape[-1],)).reshape(-1, b.shape[-1])
+    return u, v, shape
+
+
+def _exact_dots(u: Any, v: Any) -> Any:
+    """fl32(exact sum_k u_k v_k) per row of two float32-representable arrays."""
+    return certified.matmul_f32(u[:, None, :], v[:, :, None])[:, 0, 0]
+
+
+def pair_distance(u: Any, v: Any, p: float) -> Any:
+    """The p-distance of each row pair, float32: p = 2 fl32(sqrt(fl32(exact sum (u -
+    v)^2))) (one exact dot of [u, v, u] with [u, v, -2v]); p = 1 fl32(exact sum |u - v|)
+    (the dot of [u, v] with [s, -s], s the sign of u - v); inf the largest |u - v| and 0
+    the count of unequal entries; other p (sum |u - v|^p)^(1/p) in float64."""
+    if p == 2.0:
+        ss = _exact_dots(np.concatenate([u, v, u], 1), np.concatenate([u, v, -2 * v], 1))
+        return np.sqrt(np.maximum(ss, 0).astype(np.float64)).astype(np.float32)
+    if p == 1.0:
+        sgn = np.sign(u.astype(np.float64) - v).astype(np.float32)
+        return _exact_dots(np.concatenate([u, v], 1), np.concatenate([sgn, -sgn], 1))
+    if p == 0.0:
+        return np.count_nonzero(u != v, axis=-1).astype(np.float32)
+    d = np.abs(u.astype(np.float64) - v.astype(np.float64))
+    if math.isinf(p):
+        return (np.max(d, -1) if p > 0 else np.min(d, -1)).astype(np.float32)
+    with np.errstate(all="ignore"):
+        return (np.sum(d**p, -1) ** (1.0 / p)).astype(np.float32)
+
+
+def _cdist(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``_cdist_forward``: the p-distance of every pair of rows (TRC-NN-001)."""
+    x1, x2, p = args[:3]
+    out = meta(func, args, kw)
+    u, v, shape = _pairs(x1, x2)
+    return from_numpy(pair_distance(u, v, float(p)).reshape(shape), out.dtype)
+
+
+def _cdist_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``_cdist_backward`` (x1's gradient; autograd calls it swapped for x2's): per pair
+    and feature torch's float32 term, ``fl(fl(g d) / dist)`` (p = 2), ``fl(g sign(d))``
+    (p = 1), with ``d = fl32(x1 - x2)`` and 0 where the distance is 0, summed exactly
+    over the second set's rows. Other p are refused."""
+    g, x1, x2, p, dist = args[:5]
+    if float(p) not in (1.0, 2.0):
+        raise NotImplementedError(f"ampref.torch: cdist backward for p={p!r} (1 and 2)")
+    u, v, shape = _pairs(x1, x2)
+    gv = to_numpy(g).astype(np.float32).reshape(-1, 1)
+    dv = to_numpy(dist).astype(np.float32).reshape(-1, 1)
+    with np.errstate(all="ignore"):
+        d = u - v
+        t = (gv * d) / dv if float(p) == 2.0 else gv * np.sign(d)
+        t = np.where(dv == 0, np.float32(0), t)
+    terms = t.reshape(shape + (u.shape[-1],))  # (..., P, R, M): sum over R
+    r = certified.sum_f32(np.ascontiguousarray(terms), -2)
+    return from_numpy(np.broadcast_to(r, tuple(x1.shape)) if r.shape != tuple(x1.shape)
+                      else r, x1.dtype)
+
+
 #: aten op name (overload packet) -> handler
 VECTOR_NORMS: dict[str, Handler] = {
+    "_cdist_forward": _cdist, "_cdist_backward": _cdist_bwd,
     "linalg_vector_norm": _vector_norm, "norm": _norm, "_foreach_norm": _foreach_norm,
     "dist": _dist,
 }

@@ -106,3 +106,48 @@ def test_gradient_clipping_by_any_norm_runs_emulated(norm_type: float) -> None:
                for f in flat]
         want = np.float32(math.sqrt(float(r32(sum((Q(float(v)) ** 2 for v in per), Q(0))))))
     assert_bitwise_equal(np.float32(total), want, msg=f"norm_type {norm_type}")
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("p", [2.0, 1.0, math.inf])
+def test_cdist_is_each_pairs_exact_distance_and_its_gradient_exact_sums(p: float) -> None:
+    """Inputs: x1 (2, 4, 5) and x2 (2, 3, 5) of wide exponents (2^-12 .. 2^12), p = 2 /
+    1 / inf, compute_mode donot_use_mm (torch's direct kernel); an upstream gradient.
+    Expected: per pair fl32(sqrt(fl32(exact sum (a - b)^2))), fl32(exact sum |a - b|),
+    max |a - b| rounded; for p 2 and 1 x1's gradient fl32(exact sum over x2's rows of
+    fl(fl(g fl32(a - b)) / dist)) resp. fl(g sign(a - b)). Pass: bitwise."""
+    rng = np.random.default_rng(int(p) if p != math.inf else 9)
+    x1 = (rng.standard_normal((2, 4, 5)) * 2.0 ** rng.integers(-12, 13, (2, 4, 5))
+          ).astype(np.float32)
+    x2 = (rng.standard_normal((2, 3, 5)) * 2.0 ** rng.integers(-12, 13, (2, 3, 5))
+          ).astype(np.float32)
+    g = rng.standard_normal((2, 4, 3)).astype(np.float32)
+    t1 = torch.tensor(x1, requires_grad=True)
+    with emulate(fallback="error"):
+        y = torch.cdist(t1, torch.tensor(x2), p=p, compute_mode="donot_use_mm_for_euclid_dist")
+        if p != math.inf:
+            y.backward(torch.tensor(g))
+    want = np.zeros((2, 4, 3), np.float32)
+    grad = np.zeros((2, 4, 5), np.float32)
+    for b, i, j in np.ndindex(2, 4, 3):
+        diffs = [Q(float(u)) - Q(float(v)) for u, v in zip(x1[b, i], x2[b, j], strict=True)]
+        if p == 2.0:
+            want[b, i, j] = np.float32(math.sqrt(float(r32(sum((d * d for d in diffs), Q(0))))))
+        elif p == 1.0:
+            want[b, i, j] = float(r32(sum((abs(d) for d in diffs), Q(0))))
+        else:
+            want[b, i, j] = float(r32(max(abs(d) for d in diffs)))
+    assert_bitwise_equal(y.detach().numpy(), want, msg=f"p={p}")
+    if p == math.inf:
+        return
+    for b, i, k in np.ndindex(2, 4, 5):
+        terms = []
+        for j in range(3):
+            d = np.float32(x1[b, i, k]) - np.float32(x2[b, j, k])
+            dist = want[b, i, j]
+            gj = np.float32(g[b, i, j])
+            t = np.float32(gj * d) / dist if p == 2.0 else gj * np.sign(d)
+            terms.append(Q(0) if dist == 0 else Q(float(np.float32(t))))
+        grad[b, i, k] = float(r32(sum(terms, Q(0))))
+    assert t1.grad is not None
+    assert_bitwise_equal(t1.grad.numpy(), grad, msg=f"gradient p={p}")
