@@ -467,7 +467,9 @@ def test_low_precision_elementwise_ops_equal_float32_arithmetic_then_the_peer_ca
     ta, tb = ampref.tensor(a, fmt), ampref.tensor(b, fmt)
     with np.errstate(all="ignore"):
         ref32 = {"add": a + b, "sub": a - b, "mul": a * b, "div": a / b, "neg": -a,
-                 "relu": np.maximum(a, np.float32(0))}[op]
+                 # torch's relu keeps x unless x < 0: relu(-0) = -0 (ENG-SPC-001), which
+                 # np.maximum(-0, 0) = +0 does not
+                 "relu": np.where(a < 0, np.zeros_like(a), a)}[op]
         got = {"add": lambda: ta + tb, "sub": lambda: ta - tb, "mul": lambda: ta * tb,
                "div": lambda: ta / tb, "neg": lambda: -ta, "relu": lambda: F.relu(ta)}[op]().numpy()
     want = _cast_oracle(ref32.astype(np.float32), fmt)
