@@ -14,6 +14,11 @@
   engine's mean (the exact sum rounded to float32, divided by ``n`` in float32).
 * ``cumsum``: each prefix's exact sum rounded once to float32 (the engine's sum over
   the prefix), then to the output dtype (``dtype=`` respected).
+* ``prod``, ``cumprod`` (since 2026-11-27): the exact product (each prefix's) rounded
+  once to float32 (float64 for float64 outputs; ACC-EXA-002), then to the output dtype;
+  NaN, inf with 0, signed zeros as IEEE multiplication. ``dtype=`` casts the input to
+  that dtype first (rounding once; integers through float64), as torch. Their backward
+  formulas are torch's, issued as these and pointwise ops.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import numpy as np
 import torch
 
 from ampref.accumulation import certified
+from ampref.formats.exactprod import products
 
 from .convert import from_numpy, meta, to_numpy
 
@@ -122,8 +128,27 @@ def _cumsum(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> A
     return from_numpy(np.moveaxis(sums.reshape(moved.shape), -1, dim), out.dtype)
 
 
+def _product(cumulative: bool) -> Handler:
+    def handler(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        out = meta(func, args, kw)
+        x = args[0]
+        if x.dtype != out.dtype:  # dtype=: torch casts the input first, so do we
+            x = from_numpy(to_numpy(x).astype(np.float64), out.dtype)
+        v = to_numpy(x)
+        target = np.float64 if out.dtype == torch.float64 else np.float32
+        if cumulative or len(args) > 1 or "dim" in kw:
+            dim = args[1] if len(args) > 1 else kw["dim"]
+            r = products(v.reshape(v.shape or (1,)), int(dim) % max(v.ndim, 1),
+                         cumulative=cumulative, out=target)
+        else:
+            r = products(v.reshape(-1), out=target)
+        return from_numpy(np.asarray(r).reshape(tuple(out.shape)), out.dtype)
+    return handler
+
+
 #: aten op name (overload packet) -> handler
 STATS: dict[str, Handler] = {
     "logsumexp": _logsumexp, "var": _var(False, False), "std": _var(True, False),
     "var_mean": _var(False, True), "std_mean": _var(True, True), "cumsum": _cumsum,
+    "prod": _product(False), "cumprod": _product(True),
 }

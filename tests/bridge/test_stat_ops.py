@@ -126,6 +126,66 @@ def test_cumsum_is_each_prefixs_exact_sum_rounded_once(dim: int) -> None:
     assert wide.dtype == torch.float64
 
 
+def _exact_products(rows: np.ndarray) -> list[list[Q]]:
+    out = []
+    for row in rows:
+        acc, prefix = Q(1), []
+        for v in row:
+            acc *= Q(float(v))
+            prefix.append(acc)
+        out.append(prefix)
+    return out
+
+
+@pytest.mark.clause("TRC-RED-001", "ACC-EXA-002")
+@pytest.mark.parametrize("dim", [1, 0])
+def test_prod_and_cumprod_are_the_exact_products_rounded_once(dim: int) -> None:
+    """Inputs: x (5, 24) float32 near ±1 (a sequential float32 product rounds 23 times
+    and differs from the exact one on some row), ``prod`` and ``cumprod`` over ``dim``,
+    ``prod`` of everything, and ``prod(dim, dtype=float64)`` of its float16 cast.
+    Expected: fl32 of the exact rational products (float64: fl64 of the float16
+    values' exact product). Pass: bitwise, dtypes torch's."""
+    rng = np.random.default_rng(71 + dim)
+    x = (rng.choice([-1.0, 1.0], (5, 24)) * (1 + 0.2 * rng.random((5, 24)))).astype(np.float32)
+    t = torch.tensor(x)
+    rows = np.moveaxis(x, dim, -1)
+    exact = _exact_products(rows)
+    prefix = np.array([[float(r32(q)) for q in row] for row in exact], np.float32)
+    got_c = _emulated(lambda a: torch.cumprod(a, dim), t).numpy()
+    assert_bitwise_equal(got_c, np.moveaxis(prefix, -1, dim), msg=f"cumprod dim {dim}")
+    got_p = _emulated(lambda a: torch.prod(a, dim), t).numpy()
+    assert_bitwise_equal(got_p, prefix[:, -1], msg=f"prod dim {dim}")
+    seq = np.multiply.reduce(rows, axis=-1, dtype=np.float32)
+    assert np.any(seq.view(np.uint32) != prefix[:, -1].view(np.uint32))
+    whole = _exact_products(x.reshape(1, -1))[0][-1]
+    assert_bitwise_equal(_emulated(torch.prod, t).numpy(), np.float32(float(r32(whole))))
+    half = x.astype(np.float16)
+    wide = _emulated(lambda a: torch.prod(a, dim, dtype=torch.float64), torch.tensor(half))
+    want64 = [float(q[-1]) for q in _exact_products(np.moveaxis(half, dim, -1))]
+    assert wide.dtype == torch.float64
+    assert_bitwise_equal(wide.numpy(), np.array(want64), msg="prod float16 -> float64")
+
+
+@pytest.mark.clause("TRC-RED-001")
+def test_prod_gradients_follow_torchs_formula_with_and_without_zeros() -> None:
+    """Inputs: x (3, 5) float32 with one zero in row 0 and two in row 1, ``prod(1)`` and
+    ``cumprod(1)`` summed, backward under emulate. Expected: torch's own gradient for
+    ``prod`` (its zero-safe formula is products of the other factors: a row with one
+    zero has a single nonzero gradient, a row with two none) and for ``cumprod``, within
+    4 float32 ulps (both are short products and sums; the values' exact agreement is
+    the forward tests'). Pass: zero patterns equal, values within the bound."""
+    x = torch.tensor([[1.5, -2.0, 0.0, 0.75, 3.0], [0.0, 1.25, 0.0, 2.0, -1.0],
+                      [0.5, 1.5, -2.5, 1.125, 0.875]], requires_grad=True)
+    with emulate(fallback="error"):
+        (x.prod(1).sum() + x.cumprod(1).sum()).backward()
+    got = x.grad.clone()
+    x.grad = None
+    (x.prod(1).sum() + x.cumprod(1).sum()).backward()
+    assert torch.equal(got == 0, x.grad == 0)
+    ulp = torch.finfo(torch.float32).eps * x.grad.abs().clamp_min(1)
+    assert torch.all((got - x.grad).abs() <= 4 * ulp), (got, x.grad)
+
+
 @pytest.mark.clause("TRC-RED-001", "TRC-EMU-001")
 def test_statistics_train_without_fallback_under_cuda_autocast() -> None:
     """Inputs: a linear layer whose output feeds a hand-written layer norm (var_mean),
@@ -141,7 +201,8 @@ def test_statistics_train_without_fallback_under_cuda_autocast() -> None:
             h = lin(x).float()
             var, mean = torch.var_mean(h, -1, keepdim=True, correction=0)
             z = (h - mean) / torch.sqrt(var + 1e-5)
-            loss = torch.logsumexp(z, -1).mean() + torch.cumsum(z, -1).std()
+            loss = (torch.logsumexp(z, -1).mean() + torch.cumsum(z, -1).std()
+                        + torch.cumprod(z.tanh(), -1).sum() + z.sigmoid().prod(-1).sum())
         loss.backward()
     assert em.report.not_emulated() == []
     assert lin.weight.grad is not None and torch.isfinite(lin.weight.grad).all()
