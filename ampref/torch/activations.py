@@ -38,7 +38,7 @@ from ampref.common.smoothfn import sigmoid as sigmoid64
 from .convert import from_numpy, meta, to_numpy
 from .pointwise import clamp, pointwise, wide
 
-__all__ = ["ACTIVATIONS"]
+__all__ = ["ACTIVATIONS", "leaky_relu", "leaky_relu_backward"]
 
 Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -49,11 +49,14 @@ def _c(x: Any, v: Any) -> Any:
 
 
 # -- piecewise-linear: torch's float32 operations ------------------------------------------
-def _leaky_relu(x: Any, slope: Any = 0.01) -> Any:
+def leaky_relu(x: Any, slope: Any = 0.01) -> Any:
+    """``x`` where ``x > 0``, else ``x * fl(slope)`` in x's compute format (``-0`` stays
+    ``-0``, NaN stays NaN, ``-inf`` gives ``-inf`` for a positive slope)."""
     return np.where(x > 0, x, x * _c(x, slope))
 
 
-def _leaky_relu_backward(g: Any, x: Any, slope: Any, self_is_result: bool = False) -> Any:
+def leaky_relu_backward(g: Any, x: Any, slope: Any, self_is_result: bool = False) -> Any:
+    """``g`` where ``x > 0``, else ``g * fl(slope)`` (a NaN ``x`` takes the slope)."""
     # x is the input or the result: both are > 0 at the same places for slope > 0
     return np.where(x > 0, g, g * _c(g, slope))
 
@@ -233,7 +236,7 @@ def _glu_backward(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]
 _ELU = pointwise(_elu)
 
 _FORMULAS: dict[str, Callable[..., Any]] = {
-    "leaky_relu": _leaky_relu, "leaky_relu_backward": _leaky_relu_backward,
+    "leaky_relu": leaky_relu, "leaky_relu_backward": leaky_relu_backward,
     "hardtanh": _hardtanh, "hardtanh_backward": _hardtanh_backward,
     "hardsigmoid": _hardsigmoid, "hardsigmoid_backward": _hardsigmoid_backward,
     "hardswish": _hardswish, "hardswish_backward": _hardswish_backward,

@@ -31,6 +31,7 @@ from .poolops import POOLS
 from .pointwise import POINTWISE
 from .report import Report
 from .rnnops import RNN
+from .rreluops import RRELU
 from .statops import STATS
 from .vecnorms import VECTOR_NORMS
 
@@ -42,7 +43,7 @@ HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES,
                                             **CONVS, **NORMS, **POOLS, **RNN,
                                             **INDEXING, **NLL, **STATS,
                                             **INTERPOLATION, **VECTOR_NORMS, **BAGS,
-                                            **MARGINS, **POOLS3D}
+                                            **MARGINS, **POOLS3D, **RRELU}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode

@@ -23,6 +23,7 @@ from oracle import round_value  # noqa: E402
 from value_oracles import DTYPES, dec, r32, sigmoid_d, tanh_d, wide  # noqa: E402
 
 import ampref  # noqa: E402
+from ampref.testing import assert_bitwise_equal  # noqa: E402
 from ampref.torch import emulate  # noqa: E402
 from ampref.torch.activations import ACTIVATIONS  # noqa: E402
 
@@ -296,3 +297,57 @@ def test_celu_with_alpha_zero_is_refused_naming_alpha() -> None:
     with pytest.raises(ValueError, match=r"celu alpha must be nonzero.*alpha=0\.0"):
         with emulate(fallback="error"):
             torch.nn.functional.celu(torch.randn(3), alpha=0.0)
+
+
+@pytest.mark.clause("TRC-ACT-002")
+@pytest.mark.parametrize("training", [False, True])
+def test_rrelu_equals_torchs_float32_kernel_with_the_same_draws(training: bool) -> None:
+    """Inputs: nn.RReLU (lower 1/8, upper 1/3) on x (6, 40) float32 with -0, +0, NaN
+    and ±inf planted, forward and backward under emulate without fallback, torch's
+    generator seeded alike; then torch alone. Expected: torch's outputs, gradients and
+    noise (the product x * noise is one float32 multiply in torch's kernel too; the
+    slope (lower + upper) / 2 is rounded from float64 in both). Pass: bitwise."""
+    x = torch.randn(6, 40, generator=torch.Generator().manual_seed(5))
+    x[0, :4] = torch.tensor([-0.0, 0.0, float("nan"), -float("inf")])
+    m = torch.nn.RReLU().train(training)
+    runs = []
+    for emulated in (True, False):
+        xs = x.clone().requires_grad_()
+        torch.manual_seed(11)
+        if emulated:
+            with emulate(m, fallback="error"):
+                y = m(xs)
+                y.backward(torch.ones_like(y))
+        else:
+            y = m(xs)
+            y.backward(torch.ones_like(y))
+        assert xs.grad is not None
+        runs.append((y.detach().numpy(), xs.grad.numpy()))
+    assert_bitwise_equal(runs[0][0], runs[1][0], msg="forward")
+    assert_bitwise_equal(runs[0][1], runs[1][1], msg="backward")
+
+
+@pytest.mark.clause("TRC-ACT-002")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_rrelu_training_on_16_bit_inputs_multiplies_by_the_rounded_draws(dtype: str) -> None:
+    """Inputs: F.rrelu(x, training=True) on x (500,) float16/bfloat16 under emulate,
+    torch's generator seeded; the same draws taken by torch's float32 kernel. Expected:
+    noise = the float32 draws rounded to the dtype (ml_dtypes' cast), output =
+    x * noise rounded once to the dtype where x <= 0 (the product of two 16-bit values
+    is exact in float32), x elsewhere; the input gradient g * noise. Pass: bitwise."""
+    tdt = getattr(torch, dtype)
+    x = torch.randn(500, generator=torch.Generator().manual_seed(9)).to(tdt)
+    torch.manual_seed(2)
+    slopes32 = torch.empty(500)
+    torch.ops.aten.rrelu_with_noise(x.float(), slopes32, 0.125, 1 / 3, True)
+    noise = ampref.quantize(slopes32.numpy(), dtype)
+    xs = x.clone().requires_grad_()
+    torch.manual_seed(2)
+    with emulate(fallback="error"):
+        y = torch.nn.functional.rrelu(xs, training=True)
+        y.backward(torch.ones_like(y))
+    xv = x.float().numpy().astype(np.float64)
+    want = np.where(xv <= 0, ampref.quantize(xv * noise, dtype), xv)
+    assert_bitwise_equal(y.detach().float().numpy(), want.astype(np.float32))
+    assert xs.grad is not None
+    assert_bitwise_equal(xs.grad.float().numpy(), noise.astype(np.float32), msg="g * noise")
