@@ -1,7 +1,8 @@
 """aten's margin losses on ampref's numerics (``specs/torch.md`` TRC-NN-006):
-``soft_margin_loss`` and ``multi_margin_loss`` with their backward ops, torch's CPU
-kernels' float32 steps (function values evaluated in float64 and rounded, sums exact
-and rounded once; the reductions the engine's exactly rounded mean and sum).
+``soft_margin_loss``, ``multi_margin_loss`` and ``multilabel_margin_loss`` with their
+backward ops, torch's CPU kernels' float32 steps (function values evaluated in float64
+and rounded, sums exact and rounded once; the reductions the engine's exactly rounded
+mean and sum).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
 
 from ampref.accumulation import certified
 
@@ -109,8 +111,78 @@ def _multi_margin_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, 
     return from_numpy(grad.reshape(tuple(x.shape)), x.dtype)
 
 
+def _label_pairs(x: Any, target: Any) -> tuple[Any, Any, Any, Any]:
+    """Each row's target list (entries before its first -1) against every class that is
+    not a target: z = fl(fl(1 - x_t) + x_d), live where z > 0. Returns z and live as
+    (n, dim, dim) (target entry, class), the valid entries (n, dim), and is_target."""
+    n, dim = x.shape
+    bad = (target < -1) | (target >= dim)
+    if np.any(bad):
+        raise ValueError(f"multilabel_margin_loss: target {int(target[bad][0])} is out of "
+                         f"range: entries must be class indices in [0, {dim}) or -1 "
+                         f"(which ends a row's list)")
+    valid = np.logical_and.accumulate(target >= 0, axis=-1)
+    tgt = np.where(valid, target, 0)
+    rows = np.arange(n)[:, None]
+    is_target = np.zeros((n, dim), bool)
+    is_target[np.broadcast_to(rows, tgt.shape)[valid], tgt[valid]] = True
+    one = x.dtype.type(1)
+    with np.errstate(all="ignore"):
+        z = (one - x[rows, tgt])[:, :, None] + x[:, None, :]
+    live = valid[:, :, None] & ~is_target[:, None, :] & (z > 0)
+    return z, live, tgt, is_target
+
+
+def _label_rows(x: torch.Tensor, target: torch.Tensor) -> tuple[Any, Any, Any]:
+    """x and target as (n, dim) rows (a 1-d input is one row), x in its compute format."""
+    cf = compute_format(x)
+    dim = x.shape[-1] if x.ndim else 1
+    return to_numpy(x).astype(cf).reshape(-1, dim), to_numpy(target).reshape(-1, dim), cf
+
+
+def _multilabel(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """Per row fl32(exact sum of the live z) / dim in float32 (a target listed twice
+    counts twice, as torch's loop); then the reduction; and is_target (1 at each row's
+    targets, else 0)."""
+    x, target = args[:2]
+    reduction = int(arg(args, kw, 2, "reduction", 1))
+    xv, t, cf = _label_rows(x, target)
+    z, live, _, is_target = _label_pairs(xv, t)
+    with np.errstate(all="ignore"):
+        sums = certified.sum_f32(np.where(live, z, cf(0)).astype(np.float32), (1, 2))
+        rows = sums.astype(cf) / cf(xv.shape[1])
+    out, marks = meta(func, args, kw)
+    flags = from_numpy(is_target.astype(cf).reshape(tuple(marks.shape)), marks.dtype)
+    if reduction == 0 and target.ndim > 1:
+        return from_numpy(rows.reshape(tuple(out.shape)), out.dtype), flags
+    return reduced(rows, x.dtype, reduction or 2, out.dtype), flags
+
+
+def _multilabel_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """torch's kernel: g = fl(1 / (n dim)) (mean) or fl(1 / dim); a class gets + g for
+    each live pair it is the non-target of, a target - g for each of its live pairs:
+    the exact sum rounded once (+0 where none); then times the upstream gradient."""
+    go, x, target = args[:3]
+    reduction = int(arg(args, kw, 3, "reduction", 1))
+    xv, t, cf = _label_rows(x, target)
+    n, dim = xv.shape
+    _, live, tgt, is_target = _label_pairs(xv, t)
+    g = float(cf(1.0 / (n * dim)) if reduction == 1 else cf(1.0 / dim))
+    gains = live.sum(axis=1).astype(np.float64)  # live pairs per non-target class
+    losses = np.zeros((n, dim))
+    np.add.at(losses, (np.arange(n)[:, None], tgt), live.sum(axis=2))
+    with np.errstate(all="ignore"):
+        # counts times g are exact in float64; one rounding each; 0 - v keeps +0
+        grad = np.where(is_target, 0.0 - losses * g, gains * g).astype(cf)
+        up = to_numpy(go).astype(cf)
+        grad = grad * (up.reshape(-1, 1) if up.ndim and up.size == n else up.reshape(()))
+    return from_numpy(grad.reshape(tuple(x.shape)), x.dtype)
+
+
 #: aten op name (overload packet) -> handler
 MARGINS: dict[str, Handler] = {
     "soft_margin_loss": _soft_margin, "soft_margin_loss_backward": _soft_margin_bwd,
     "multi_margin_loss": _multi_margin, "multi_margin_loss_backward": _multi_margin_bwd,
+    "multilabel_margin_loss_forward": _multilabel,
+    "multilabel_margin_loss_backward": _multilabel_bwd,
 }

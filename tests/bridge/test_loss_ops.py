@@ -279,3 +279,71 @@ def test_multi_margin_loss_is_torchs_kernel_with_exact_sums(p: int, weighted: bo
     assert_bitwise_equal(loss.detach().numpy(), want, msg="loss")
     assert tx.grad is not None
     assert_bitwise_equal(tx.grad.numpy(), grad, msg="gradient")
+
+
+@pytest.mark.clause("TRC-NN-006")
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_multilabel_margin_loss_is_torchs_kernel_with_exact_sums(reduction: str) -> None:
+    """Inputs: 6 rows of 7 float32 scores of exponents -30..1, column 5 = -1 + column 6
+    (z = fl(1 - x_t) + x_5 cancels, so the rounding of 1 - x_t shows); target lists
+    ended by -1 (one
+    empty, one full, one listing a class twice, one with entries after its -1 that must
+    be ignored); an upstream gradient. Expected: per row fl32(fl32(exact sum over listed
+    targets t and non-target classes d with z = fl(fl(1 - x_t) + x_d) > 0 of z) / 7),
+    reduced by the exactly rounded mean / sum, is_target 1 at listed classes; gradient:
+    g = fl32(1/42) (mean) or fl32(1/7); a non-target gets fl32(+g times its live pairs),
+    a target fl32(-g times its live pairs) (+0 without any), each times the upstream
+    value. Pass: bitwise, loss, is_target and gradient."""
+    rng = np.random.default_rng(61)
+    x = (rng.standard_normal((6, 7)) * np.exp2(rng.integers(-30, 2, (6, 7)))).astype(np.float32)
+    x[:, 5] = -1 + x[:, 6]  # z = fl(1 - x_t) + x_5 cancels: the rounding of 1 - x_t shows
+    t = np.array([[1, 4, -1, 0, 0, 0, 0], [-1, 2, 3, 0, 0, 0, 0], [0, 1, 2, 3, 4, 5, 6],
+                  [5, 5, -1, 0, 0, 0, 0], [6, -1, 2, 2, 2, 2, 2], [3, 0, 2, -1, 1, 1, 1]])
+    up = rng.standard_normal(6 if reduction == "none" else ()).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    with emulate(fallback="error"):
+        loss, marks = torch.ops.aten.multilabel_margin_loss_forward(
+            tx, torch.tensor(t), {"none": 0, "mean": 1, "sum": 2}[reduction])
+        loss.backward(torch.tensor(up))
+    g = Q(float(np.float32(1.0 / 42 if reduction == "mean" else 1.0 / 7)))
+    rows, grad = [], np.zeros((6, 7), np.float32)
+    want_marks = np.zeros((6, 7), np.float32)
+    for i in range(6):
+        listed = []
+        for c in t[i]:
+            if c < 0:
+                break
+            listed.append(int(c))
+        want_marks[i, listed] = 1
+        zs, count = [], {c: 0 for c in range(7)}
+        for c in listed:
+            for d in range(7):
+                z = r32(r32(1 - Q(float(x[i, c]))) + Q(float(x[i, d])))
+                if d not in listed and z > 0:
+                    zs.append(z)
+                    count[c] -= 1
+                    count[d] += 1
+        rows.append(r32(r32(sum(zs, Q(0))) / 7))
+        u = Q(float(up[i] if reduction == "none" else up))
+        for c in range(7):
+            grad[i, c] = float(r32(r32(count[c] * g) * u)) if count[c] else (
+                np.float32(0.0) * np.float32(up[i] if reduction == "none" else up))
+    if reduction == "none":
+        want: Any = np.array([float(v) for v in rows], np.float32)
+    else:
+        s = r32(sum(rows, Q(0)))
+        want = np.float32(float(r32(s / 6) if reduction == "mean" else s))
+    assert_bitwise_equal(loss.detach().numpy(), want, msg="loss")
+    assert_bitwise_equal(marks.numpy(), want_marks, msg="is_target")
+    assert tx.grad is not None
+    assert_bitwise_equal(tx.grad.numpy(), grad, msg="gradient")
+
+
+@pytest.mark.clause("TRC-NN-006")
+def test_multilabel_margin_loss_refuses_a_class_index_out_of_range_naming_it() -> None:
+    """Inputs: scores (2, 4) with target entry 4 (classes 0..3). Expected: ValueError
+    naming 4, the range and -1's meaning, before any arithmetic. Pass: the message."""
+    with pytest.raises(ValueError, match=r"target 4 is out of range.*\[0, 4\) or -1"):
+        with emulate(fallback="error"):
+            TF.multilabel_margin_loss(torch.randn(2, 4), torch.tensor([[0, 4, -1, 0],
+                                                                       [1, -1, 0, 0]]))
