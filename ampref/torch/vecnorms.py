@@ -28,6 +28,7 @@ import torch
 from ampref.accumulation import certified
 
 from .convert import from_numpy, meta, to_numpy
+from .indexops import scatter_sum
 
 __all__ = ["ORDERS", "VECTOR_NORMS", "pair_distance", "vector_norm"]
 
@@ -176,9 +177,45 @@ def _cdist_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -
                       else r, x1.dtype)
 
 
+def _pair_rows(x: torch.Tensor) -> tuple[Any, Any, Any, Any]:
+    """``pdist``'s pairs: rows i < j of x (n, M) in torch's order (i major), float32."""
+    a = to_numpy(x).astype(np.float32)
+    iu, ju = np.triu_indices(a.shape[0], 1)
+    return a[iu], a[ju], iu, ju
+
+
+def _pdist(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``_pdist_forward``: the p-distance of each pair of rows i < j (TRC-NN-001)."""
+    x, p = args[0], args[1] if len(args) > 1 else kw.get("p", 2.0)
+    u, v, _, _ = _pair_rows(x)
+    out = meta(func, args, kw)
+    return from_numpy(pair_distance(u, v, float(p)).reshape(tuple(out.shape)), out.dtype)
+
+
+def _pdist_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``_pdist_backward``: each pair's float32 term as ``_cdist_backward``'s, added to
+    row i and subtracted from row j; each row's terms summed exactly and rounded once.
+    Other p than 1 and 2 are refused."""
+    g, x, p, dist = args[:4]
+    if float(p) not in (1.0, 2.0):
+        raise NotImplementedError(f"ampref.torch: pdist backward for p={p!r} (1 and 2)")
+    u, v, iu, ju = _pair_rows(x)
+    gv = to_numpy(g).astype(np.float32).reshape(-1, 1)
+    dv = to_numpy(dist).astype(np.float32).reshape(-1, 1)
+    with np.errstate(all="ignore"):
+        d = u - v
+        t = (gv * d) / dv if float(p) == 2.0 else gv * np.sign(d)
+        t = np.where(dv == 0, np.float32(0), t)
+    n, m = x.shape
+    cols = np.arange(m)
+    dst = np.concatenate([iu[:, None] * m + cols, ju[:, None] * m + cols])
+    r = scatter_sum(np.zeros(n * m, np.float32), dst, np.concatenate([t, -t]))
+    return from_numpy(r.reshape(n, m), x.dtype)
+
+
 #: aten op name (overload packet) -> handler
 VECTOR_NORMS: dict[str, Handler] = {
     "_cdist_forward": _cdist, "_cdist_backward": _cdist_bwd,
     "linalg_vector_norm": _vector_norm, "norm": _norm, "_foreach_norm": _foreach_norm,
-    "dist": _dist,
+    "dist": _dist, "_pdist_forward": _pdist, "_pdist_backward": _pdist_bwd,
 }

@@ -151,3 +151,50 @@ def test_cdist_is_each_pairs_exact_distance_and_its_gradient_exact_sums(p: float
         grad[b, i, k] = float(r32(sum(terms, Q(0))))
     assert t1.grad is not None
     assert_bitwise_equal(t1.grad.numpy(), grad, msg=f"gradient p={p}")
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("p", [2.0, 1.0, math.inf])
+def test_pdist_is_each_row_pairs_exact_distance_and_its_gradient_exact_sums(p: float) -> None:
+    """Inputs: x (6, 5) of wide exponents (2^-12 .. 2^12) with row 4 equal to row 1 (a
+    zero distance), p = 2 / 1 / inf; an upstream gradient over the 15 pairs i < j.
+    Expected: per pair (torch's order, i major) fl32(sqrt(fl32(exact sum (a - b)^2))),
+    fl32(exact sum |a - b|), max |a - b|; for p 2 and 1 row k's gradient
+    fl32(exact sum of +term over its pairs (k, j) and -term over (i, k)), term
+    fl(fl(g fl32(a - b)) / dist) resp. fl(g sign(a - b)), 0 at a zero distance.
+    Pass: bitwise."""
+    rng = np.random.default_rng(int(p) + 20 if p != math.inf else 29)
+    x = (rng.standard_normal((6, 5)) * 2.0 ** rng.integers(-12, 13, (6, 5))).astype(np.float32)
+    x[4] = x[1]
+    g = rng.standard_normal(15).astype(np.float32)
+    t = torch.tensor(x, requires_grad=True)
+    with emulate(fallback="error"):
+        y = torch.nn.functional.pdist(t, p)
+        if p != math.inf:
+            y.backward(torch.tensor(g))
+    pairs = [(i, j) for i in range(6) for j in range(i + 1, 6)]
+    want = np.zeros(15, np.float32)
+    for n, (i, j) in enumerate(pairs):
+        diffs = [Q(float(u)) - Q(float(v)) for u, v in zip(x[i], x[j], strict=True)]
+        if p == 2.0:
+            want[n] = np.float32(math.sqrt(float(r32(sum((d * d for d in diffs), Q(0))))))
+        elif p == 1.0:
+            want[n] = float(r32(sum((abs(d) for d in diffs), Q(0))))
+        else:
+            want[n] = float(r32(max(abs(d) for d in diffs)))
+    assert_bitwise_equal(y.detach().numpy(), want, msg=f"p={p}")
+    if p == math.inf:
+        return
+    terms: dict[tuple[int, int], list[Q]] = {(k, c): [] for k in range(6) for c in range(5)}
+    for n, (i, j) in enumerate(pairs):
+        for c in range(5):
+            d = np.float32(x[i, c]) - np.float32(x[j, c])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                tv = np.float32(g[n] * d) / want[n] if p == 2.0 else g[n] * np.sign(d)
+            term = Q(0) if want[n] == 0 else Q(float(np.float32(tv)))
+            terms[i, c].append(term)
+            terms[j, c].append(-term)
+    grad = np.array([[float(r32(sum(terms[k, c], Q(0)))) for c in range(5)]
+                     for k in range(6)], np.float32)
+    assert t.grad is not None
+    assert_bitwise_equal(t.grad.numpy(), grad, msg=f"gradient p={p}")
