@@ -12,6 +12,12 @@ sum divided in float32 by the bag's size, ``max`` torch's selection; an empty ba
 +0. The backward gives each weight row the exact sum of what its occurrences receive
 (``g`` of the bag, ``fl32(g / size)`` for ``mean``, ``fl32(g w)`` with sample weights),
 rounded once, through TRC-IDX-001's scatter.
+
+``embedding_renorm_`` (``nn.Embedding(max_norm=...)``) rescales, in place, each row the
+indices name whose ``norm_type``-norm (ampref's vector norm, rounded to the weight's
+dtype as torch's ``row.norm()`` is) exceeds ``max_norm``: ``scale = max_norm / (norm +
+1e-7)`` in float64, then ``fl(row fl32(scale))`` in float32, rounded to the dtype. NaN
+norms leave the row unchanged; an infinite norm scales by 0. float64 weights are refused.
 """
 
 from __future__ import annotations
@@ -20,9 +26,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
 
 from .convert import from_numpy, to_numpy
 from .indexops import scatter_sum
+from .vecnorms import vector_norm
 
 __all__ = ["BAGS"]
 
@@ -95,9 +103,30 @@ def _embedding_bag_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str,
     return from_numpy(out.reshape(num_weights, dim), g.dtype)
 
 
+def _renorm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``embedding_renorm_(weight, indices, max_norm, norm_type)``, in place (module
+    docstring); each distinct row once, as torch's sorted, deduplicated loop."""
+    weight, indices = args[:2]
+    max_norm, norm_type = float(args[2]), float(args[3])
+    if weight.dtype == torch.float64:
+        raise NotImplementedError("ampref.torch: embedding_renorm_ of float64 weights")
+    rows = np.unique(to_numpy(indices).reshape(-1))
+    if rows.size == 0:
+        return weight
+    w = to_numpy(weight).astype(np.float32)[rows]
+    norms = to_numpy(vector_norm(from_numpy(w, torch.float32), norm_type, weight.dtype,
+                                 dim=-1)).astype(np.float64)
+    with np.errstate(all="ignore"):
+        scale = (max_norm / (norms + 1e-7)).astype(np.float32)
+        new = np.where((norms > max_norm)[:, None], w * scale[:, None], w)
+    weight[torch.from_numpy(rows)] = from_numpy(new, weight.dtype)
+    return weight
+
+
 #: aten op name (overload packet) -> handler
 BAGS: dict[str, Handler] = {
     "_embedding_bag": _embedding_bag, "_embedding_bag_forward_only": _embedding_bag,
     "_embedding_bag_backward": _embedding_bag_bwd,
     "_embedding_bag_dense_backward": _embedding_bag_bwd,
+    "embedding_renorm_": _renorm,
 }

@@ -5,6 +5,7 @@ once, ``mean`` divided in float32, per-sample weights multiplied first in float3
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction as Q
 from typing import Any
 
@@ -13,7 +14,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from oracle import round_value  # noqa: E402
 from value_oracles import r32  # noqa: E402
+
+import ampref  # noqa: E402
 
 from ampref.testing import assert_bitwise_equal  # noqa: E402
 from ampref.torch import emulate  # noqa: E402
@@ -126,3 +130,44 @@ def test_a_recommendation_model_with_bags_trains_under_cuda_autocast() -> None:
     assert em.report.not_emulated() == []
     assert np.isfinite(float(loss.detach()))
     assert all(p.grad is not None for p in model.parameters())
+
+
+@pytest.mark.clause("TRC-IDX-002")
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0])
+def test_embedding_max_norm_rescales_the_named_rows_from_their_exact_norms(
+        dtype: str, norm_type: float) -> None:
+    """Inputs: nn.Embedding(12, 5, max_norm=1.3, norm_type) in float32 / float16 with
+    rows of norm 0.3 .. 4, indices naming rows 1, 3 (twice), 7, 0, 9 (twice); forward and
+    backward under emulate. Expected: each named row whose norm (p 2:
+    fl32(sqrt(fl32(exact sum x^2))), p 1: fl32(exact sum |x|), then rounded to the dtype)
+    exceeds 1.3 becomes fl_dtype(fl32(x fl32(1.3 / (norm + 1e-7)))) (the quotient in
+    float64), the others and the unnamed rows keep their bits; the lookup returns the
+    rescaled rows. Pass: bitwise."""
+    tdt = getattr(torch, dtype)
+    fmt = ampref.get_format(dtype)
+    rng = np.random.default_rng(int(norm_type) * 3 + len(dtype))
+    raw = rng.standard_normal((12, 5)) * rng.uniform(0.15, 2.0, (12, 1))
+    w0 = ampref.quantize(raw, dtype).astype(np.float32)
+    emb = torch.nn.Embedding(12, 5, max_norm=1.3, norm_type=norm_type).to(tdt)
+    with torch.no_grad():
+        emb.weight.copy_(torch.tensor(w0).to(tdt))
+    idx = torch.tensor([[1, 3, 3, 7], [0, 1, 9, 9]])
+    with emulate(emb, fallback="error"):
+        y = emb(idx)
+        y.float().sum().backward()
+    want = w0.copy()
+    for r in sorted({1, 3, 7, 0, 9}):
+        xs = [Q(float(v)) for v in w0[r]]
+        if norm_type == 2.0:
+            norm = math.sqrt(float(r32(sum((v * v for v in xs), Q(0)))))
+        else:
+            norm = float(r32(sum((abs(v) for v in xs), Q(0))))
+        norm = float(round_value(Q(float(np.float32(norm))), fmt))
+        if norm > 1.3:
+            scale = Q(float(np.float32(1.3 / (norm + 1e-7))))
+            want[r] = [float(round_value(r32(v * scale), fmt)) for v in xs]
+    got = emb.weight.detach().float().numpy()
+    assert_bitwise_equal(got, want, msg=f"{dtype} p={norm_type}")
+    assert_bitwise_equal(y.detach().float().numpy(), want[idx.numpy()], msg="lookup")
+    assert int((np.abs(want - w0) > 0).any(axis=1).sum()) >= 2, "the case rescales no row"
