@@ -79,6 +79,11 @@ EXACT = frozenset({
     "diagonal_backward", "diag_embed", "diagonal_scatter", "select_scatter",
     "slice_scatter", "unfold", "unfold_backward", "upsample_nearest3d",
     "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
+    # identity matrices, running maxima / minima, unpooling (values placed at indices),
+    # fractional max pooling (torch's random windows, then maxima), sequence packing
+    "eye", "cummax", "cummin", "max_unpool2d", "max_unpool3d", "fractional_max_pool2d",
+    "fractional_max_pool3d", "_pack_padded_sequence", "_pad_packed_sequence",
+    "max_pool_double_backward",
 })
 
 

@@ -224,6 +224,8 @@ def _build() -> dict[str, Handler]:
         "max_pool3d_with_indices_backward": _max_pool_bwd(3),
         "adaptive_max_pool2d_backward": _max_pool_bwd(2),
         "adaptive_max_pool3d_backward": _max_pool_bwd(3),
+        "fractional_max_pool2d_backward": _max_pool_bwd(2),
+        "fractional_max_pool3d_backward": _max_pool_bwd(3),
     }
     for name in ("upsample_nearest", "_upsample_nearest_exact"):
         for k in (1, 2, 3):

@@ -133,6 +133,15 @@ EXACT_CALLS = {
     "diag_embed": torch.diag_embed, "index_fill": lambda t: t.index_fill(0, torch.tensor([1]), 5.0),
     "masked_scatter": lambda t: torch.zeros(12).masked_scatter(t > 0, t),
     "unfold": lambda t: t.unfold(0, 4, 3), "floor_ in place": lambda t: t.clone().floor_(),
+    "eye": lambda t: torch.eye(4, 3) * t[:3], "cummax": lambda t: t.cummax(0).values,
+    "cummin": lambda t: t.cummin(0).values,
+    "max_unpool2d": lambda t: torch.nn.functional.max_unpool2d(
+        *torch.nn.functional.max_pool2d(t[[2, 3, 4, 5, 6, 11, 7, 9]].reshape(1, 1, 2, 4), 2,
+                                        return_indices=True), 2),
+    "fractional_max_pool2d": lambda t: torch.nn.functional.fractional_max_pool2d(
+        t.reshape(1, 1, 3, 4), 2, output_size=(2, 2), _random_samples=torch.full((1, 1, 2), 0.4)),
+    "pack_padded_sequence": lambda t: torch.nn.utils.rnn.pack_padded_sequence(
+        t.reshape(4, 3), [4, 2, 1]).data,
 }
 
 
@@ -146,3 +155,37 @@ def test_exact_ops_run_in_torch_unchanged(name: str) -> None:
     fn = EXACT_CALLS[name]
     got = _emulated(lambda: fn(SPECIALS))
     assert_bitwise_equal(got.numpy(), fn(SPECIALS).numpy(), nan="any", msg=name)
+
+
+@pytest.mark.clause("TRC-IDX-001", "TRC-EMU-001")
+def test_running_maxima_unpooling_and_fractional_pooling_route_gradients_to_their_sources(
+        ) -> None:
+    """Inputs: x (2, 1, 4, 6) float32 (distinct values), upstream gradients of small
+    integers; cummax over the last axis, max_unpool2d of a 2x2 max pool, and
+    fractional_max_pool2d (kernel 2, output 3x4, fixed samples), forward and backward
+    under emulate(fallback='error'). Expected: torch's own results (selections; each
+    gradient a sum of integers, exact in torch's order and in ampref's exact scatter).
+    Pass: bitwise, values and gradients."""
+    fn = torch.nn.functional
+    x0 = torch.randperm(48, generator=torch.Generator().manual_seed(3)).float().reshape(2, 1, 4, 6)
+    calls = {
+        "cummax": lambda t: t.cummax(-1).values,
+        "max_unpool2d": lambda t: fn.max_unpool2d(*fn.max_pool2d(t, 2, return_indices=True), 2),
+        "fractional": lambda t: fn.fractional_max_pool2d(
+            t, 2, output_size=(3, 4), _random_samples=torch.full((2, 1, 2), 0.3)),
+    }
+    for name, call in calls.items():
+        runs = []
+        for emulated in (True, False):
+            x = x0.clone().requires_grad_()
+            if emulated:
+                with emulate(fallback="error"):
+                    y = call(x)
+                    y.backward(torch.arange(y.numel(), dtype=torch.float32).reshape(y.shape) % 5)
+            else:
+                y = call(x)
+                y.backward(torch.arange(y.numel(), dtype=torch.float32).reshape(y.shape) % 5)
+            assert x.grad is not None
+            runs.append((y.detach().numpy(), x.grad.numpy()))
+        assert_bitwise_equal(runs[0][0], runs[1][0], msg=f"{name} forward")
+        assert_bitwise_equal(runs[0][1], runs[1][1], msg=f"{name} gradient")
