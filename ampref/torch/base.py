@@ -27,6 +27,7 @@ from .marginops import MARGINS
 from .nllops import NLL
 from .normops import NORMS
 from .pool3d import POOLS3D
+from .rangeops import RANGES
 from .poolops import POOLS
 from .pointwise import POINTWISE
 from .report import Report
@@ -43,7 +44,8 @@ HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES,
                                             **CONVS, **NORMS, **POOLS, **RNN,
                                             **INDEXING, **NLL, **STATS,
                                             **INTERPOLATION, **VECTOR_NORMS, **BAGS,
-                                            **MARGINS, **POOLS3D, **RRELU}
+                                            **MARGINS, **POOLS3D, **RRELU,
+                                            **RANGES}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
