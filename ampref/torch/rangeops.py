@@ -1,4 +1,4 @@
-"""aten's ``linspace`` on ampref's numerics (``specs/torch.md`` TRC-PWO-002).
+"""aten's ``linspace`` on ampref's numerics (``specs/torch.md`` TRC-PWO-003).
 
 ``linspace(start, end, steps)`` is torch's CPU formula in the compute format (float32;
 float64 for float64 outputs), each operation rounded nearest-even: ``step = fl(fl(end
