@@ -73,18 +73,38 @@ def _addmm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> An
     ``beta = 0`` ignores ``c``, NaN included, as BLAS and torch): with a 1-D bias and unit
     factors this is the engine's ``linear`` epilogue."""
     c, m1, m2 = args[:3]
-    beta, alpha = kw.get("beta", 1), kw.get("alpha", 1)
     out = meta(func, args, kw)
+    return _epilogue(ctx, c, m1, m2, kw, out, tuple(out.shape))
+
+
+def _epilogue(ctx: Any, c: Any, m1: Any, m2: Any, kw: dict[str, Any], out: Any,
+              shape: tuple[int, ...]) -> Any:
+    """``fl_out(fl32(fl32(alpha P) + fl32(beta c)))``, P = m1 @ m2 reshaped to
+    ``shape`` (see ``_addmm``)."""
+    beta, alpha = kw.get("beta", 1), kw.get("alpha", 1)
     cf = np.float64 if out.dtype == torch.float64 else np.float32
     acc = NP.matmul(to_numpy(m1).astype(cf), to_numpy(m2).astype(cf), ctx.accumulation,
                     format_of(m1.dtype))
+    acc = np.broadcast_to(acc, shape) if acc.ndim == len(shape) else acc.reshape(shape)
     with np.errstate(all="ignore"):
         if alpha != 1:
             acc = acc * cf(alpha)
         if beta != 0:
             cv = to_numpy(c).astype(cf)
             acc = acc + (cv if beta == 1 else cf(beta) * cv)
-    return from_numpy(np.broadcast_to(acc, tuple(out.shape)), out.dtype)
+    return from_numpy(np.broadcast_to(acc, shape), out.dtype)
+
+
+def _addmv_addr(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``addmv(c, m, v)`` and ``addr(c, v1, v2)``: ``_addmm``'s epilogue on ``m @ v``
+    (a column) and on the outer product ``v1 v2^T`` (a product of K = 1: each element
+    ``fl32(v1_i v2_j)``)."""
+    c, a, b = args[:3]
+    out = meta(func, args, kw)
+    if a.ndim == 1:  # addr: a column times a row
+        return _epilogue(ctx, c, a.reshape(-1, 1), b.reshape(1, -1), kw, out,
+                         tuple(out.shape))
+    return _epilogue(ctx, c, a, b.reshape(-1, 1), kw, out, tuple(out.shape))
 
 
 # -- reductions -----------------------------------------------------------------------
@@ -212,7 +232,8 @@ def _gelu_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
 #: aten op name (overload packet) -> handler
 NN: dict[str, Handler] = {
     "gelu_backward": _gelu_bwd,
-    "mm": _mm, "bmm": _mm, "addmm": _addmm, "baddbmm": _addmm,
+    "mm": _mm, "bmm": _mm, "addmm": _addmm, "baddbmm": _addmm, "addmv": _addmv_addr,
+    "addr": _addmv_addr,
     "dot": _dot, "mv": _dot, "trace": _trace, "round": _round, "round_": _round,
     "sum": _sum, "mean": _mean,
     "mse_loss": _mse, "mse_loss_backward": _mse_bwd,

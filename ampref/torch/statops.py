@@ -14,6 +14,12 @@
   engine's mean (the exact sum rounded to float32, divided by ``n`` in float32).
 * ``cumsum``: each prefix's exact sum rounded once to float32 (the engine's sum over
   the prefix), then to the output dtype (``dtype=`` respected).
+* ``nansum`` (since 2026-11-27): ``sum`` with every NaN replaced by +0 first (torch's
+  rule; so a slice of NaNs sums to +0); ``nanmean`` is torch's composite of it.
+* ``logcumsumexp`` (since 2026-11-27): each prefix's ``log(sum exp)`` as the float64
+  running ``logaddexp``, rounded to float32: within ``2 n`` float64 ulps of the exact
+  value (n the prefix length), not claimed exactly rounded; ``-inf`` prefixes stay
+  ``-inf``, NaN propagates.
 * ``prod``, ``cumprod`` (since 2026-11-27): the exact product (each prefix's) rounded
   once to float32 (float64 for float64 outputs; ACC-EXA-002), then to the output dtype;
   NaN, inf with 0, signed zeros as IEEE multiplication. ``dtype=`` casts the input to
@@ -31,9 +37,11 @@ import numpy as np
 import torch
 
 from ampref.accumulation import certified
+from ampref.engine import functional as F
 from ampref.formats.exactprod import products
 
-from .convert import from_numpy, meta, to_numpy
+from .convert import format_of, from_numpy, meta, to_numpy
+from .replay import as_torch, forward
 
 __all__ = ["STATS"]
 
@@ -146,9 +154,33 @@ def _product(cumulative: bool) -> Handler:
     return handler
 
 
+def _nansum(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    x = args[0]
+    dim = args[1] if len(args) > 1 else kw.get("dim")
+    keep = bool(args[2] if len(args) > 2 else kw.get("keepdim", False))
+    out = meta(func, args, kw)
+    v = to_numpy(x)
+    clean = from_numpy(np.where(np.isnan(v), v.dtype.type(0), v), x.dtype)
+    axes = _dims(v, dim)
+    r = forward(lambda t: F.sum(t, axes, keep, dtype=format_of(out.dtype)), clean)
+    return as_torch(r, out.dtype)
+
+
+def _logcumsumexp(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    x, dim = args[0], args[1] if len(args) > 1 else kw["dim"]
+    out = meta(func, args, kw)
+    v = to_numpy(x).astype(np.float64)
+    if v.ndim == 0:
+        return from_numpy(v, out.dtype)
+    with np.errstate(all="ignore"):
+        r = np.logaddexp.accumulate(v, axis=int(dim) % v.ndim)
+    return from_numpy(r if out.dtype == torch.float64 else r.astype(np.float32), out.dtype)
+
+
 #: aten op name (overload packet) -> handler
 STATS: dict[str, Handler] = {
     "logsumexp": _logsumexp, "var": _var(False, False), "std": _var(True, False),
     "var_mean": _var(False, True), "std_mean": _var(True, True), "cumsum": _cumsum,
-    "prod": _product(False), "cumprod": _product(True),
+    "prod": _product(False), "cumprod": _product(True), "nansum": _nansum,
+    "logcumsumexp": _logcumsumexp,
 }

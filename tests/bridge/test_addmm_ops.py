@@ -82,3 +82,36 @@ def test_beta_zero_ignores_the_bias_even_when_it_is_nan() -> None:
     want = _oracle(np.zeros((2, 3, 5), np.float32), a.numpy(), b.numpy(), 0.0, 0.5,
                    "float32")
     assert_bitwise_equal(got.numpy(), want)
+
+
+VECTOR_CASES = {"addmv": ((3,), (3, 4), (4,), 1.0, 1.0),
+                "addmv factors": ((1,), (3, 4), (4,), 0.5, 2.0),
+                "addr": ((3, 5), (3,), (5,), 1.0, 1.0),
+                "addr beta 0": ((3, 5), (3,), (5,), 0.0, 3.0)}
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("name", sorted(VECTOR_CASES))
+def test_addmv_and_addr_are_addmms_epilogue_on_a_column_and_an_outer_product(
+        name: str, dtype: str) -> None:
+    """Inputs: ``name``'s shapes and (beta, alpha), wide-exponent operands in float32 or
+    bfloat16 (a broadcast (1,) bias for addmv). Expected: the addmm oracle with the
+    vector as a column (addmv) or the two vectors as a column and a row (addr: each
+    product rounded once), reshaped to torch's output. Pass: bitwise."""
+    cs, as_, bs, beta, alpha = VECTOR_CASES[name]
+    rng = np.random.default_rng(len(name) + 40)
+    dt = getattr(torch, dtype)
+
+    def draw(shape: tuple[int, ...]) -> Any:
+        v = rng.standard_normal(shape) * np.exp2(rng.integers(-6, 7, shape))
+        return torch.tensor(v, dtype=torch.float32).to(dt)
+    c, a, b = draw(cs), draw(as_), draw(bs)
+    outer = name.startswith("addr")
+    with emulate(fallback="error"):
+        got = (torch.addr if outer else torch.addmv)(c, a, b, beta=beta, alpha=alpha)
+    av, bv, cv = a.float().numpy(), b.float().numpy(), c.float().numpy()
+    m1, m2 = (av[:, None], bv[None, :]) if outer else (av, bv[:, None])
+    bias = cv if outer else np.broadcast_to(cv, (av.shape[0],))[:, None]
+    want = _oracle(bias, m1, m2, beta, alpha, dtype).reshape(tuple(got.shape))
+    assert_bitwise_equal(got.float().numpy(), want, msg=f"{name} {dtype}")

@@ -186,6 +186,48 @@ def test_prod_gradients_follow_torchs_formula_with_and_without_zeros() -> None:
     assert torch.all((got - x.grad).abs() <= 4 * ulp), (got, x.grad)
 
 
+@pytest.mark.clause("TRC-RED-001")
+def test_logcumsumexp_is_each_prefixs_value_rounded_to_float32() -> None:
+    """Inputs: x (4, 12) float32, normal with scale 4, a -inf at the start of row 2 and
+    40 in row 3; logcumsumexp over the last axis. Expected: fl32 of the 60-digit
+    log(sum exp) of each prefix (-inf for the -inf prefix), values within 2^-45 of a
+    boundary exempt. Pass: bitwise."""
+    rng = np.random.default_rng(83)
+    x = (rng.standard_normal((4, 12)) * 4).astype(np.float32)
+    x[2, 0], x[3, 5] = -np.inf, 40.0
+    got = _emulated(lambda t: torch.logcumsumexp(t, 1), torch.tensor(x)).numpy()
+    assert got[2, 0] == -np.inf
+    finite = np.ones((4, 12), bool)
+    finite[2, 0] = False  # the lone -inf prefix: checked above
+    exact = [_q(mp.log(mp.fsum(mp.exp(mp.mpf(float(v))) for v in x[r, :k + 1])))
+             for r, k in zip(*np.nonzero(finite), strict=True)]
+    _check(got[finite], exact, Q(1, 2**45), "logcumsumexp")
+
+
+@pytest.mark.clause("TRC-RED-001")
+def test_nansum_and_nanmean_skip_nans_with_exact_sums() -> None:
+    """Inputs: x (5, 33) float32 with NaNs planted (one row all NaN), magnitudes 2^-30
+    .. 2^10 (a float32 running sum drops the small ones); nansum over dim 1 and over
+    everything, nanmean over dim 1. Expected: fl32(exact sum of the non-NaN values)
+    (+0 for the all-NaN row), nanmean fl32(that / count) (NaN for the all-NaN row:
+    0 / 0). Pass: bitwise (NaN any)."""
+    rng = np.random.default_rng(88)
+    x = (rng.standard_normal((5, 33)) * np.exp2(rng.integers(-30, 11, (5, 33)))).astype(np.float32)
+    x[rng.random((5, 33)) < 0.2] = np.nan
+    x[3] = np.nan
+    t = torch.tensor(x)
+    got = _emulated(lambda a: torch.nansum(a, 1), t).numpy()
+    got_all = _emulated(torch.nansum, t).numpy()
+    got_mean = _emulated(lambda a: torch.nanmean(a, 1), t).numpy()
+    sums = [sum((Q(float(v)) for v in row if not np.isnan(v)), Q(0)) for row in x]
+    counts = [int((~np.isnan(row)).sum()) for row in x]
+    assert_bitwise_equal(got, np.array([float(r32(q)) for q in sums], np.float32))
+    assert_bitwise_equal(got_all, np.float32(float(r32(sum(sums, Q(0))))))
+    want_mean = [float(r32(r32(q) / c)) if c else np.nan for q, c in zip(sums, counts,
+                                                                           strict=True)]
+    assert_bitwise_equal(got_mean, np.array(want_mean, np.float32), nan="any")
+
+
 @pytest.mark.clause("TRC-RED-001", "TRC-EMU-001")
 def test_statistics_train_without_fallback_under_cuda_autocast() -> None:
     """Inputs: a linear layer whose output feeds a hand-written layer norm (var_mean),
