@@ -224,36 +224,38 @@ def test_mse_loss_under_emulate_is_torchs_in_every_reduction(reduction: str) -> 
     assert got == want, f"{reduction}: {got} want {want}"
 
 
-class Cumulative(torch.nn.Module):  # type: ignore[misc,name-defined]
+class Zeta(torch.nn.Module):  # type: ignore[misc,name-defined]
     def __init__(self) -> None:
         super().__init__()
         self.inner = torch.nn.Linear(4, 4)
 
     def forward(self, x: Any) -> Any:
-        return torch.cumprod(self.inner(x), 0)
+        return torch.special.zeta(self.inner(x).abs() + 1.5, 2.0)
 
 
 @pytest.mark.clause("TRC-EMU-002")
 def test_an_op_without_a_reference_names_itself_and_its_module() -> None:
-    """Inputs: a module calling cumprod under emulate(model) with fallback='error'.
-    Expected: UnsupportedOpError naming cumprod, the module path and the fallback. Pass:
-    raised."""
-    model = torch.nn.Sequential(Cumulative())
-    with pytest.raises(at.UnsupportedOpError, match=r"cumprod.*module Sequential\.0.*fallback"):
+    """Inputs: a module calling the Hurwitz zeta function (no reference in ampref) under
+    emulate(model) with fallback='error'. Expected: UnsupportedOpError naming
+    special_zeta, the module path and the fallback. Pass: raised."""
+    model = torch.nn.Sequential(Zeta())
+    with pytest.raises(at.UnsupportedOpError,
+                       match=r"special_zeta.*module Sequential\.0.*fallback"):
         with at.emulate(model):
             model(torch.randn(3, 4))
 
 
 @pytest.mark.clause("TRC-EMU-002")
 def test_fallback_torch_computes_it_and_the_report_lists_it_as_not_emulated() -> None:
-    """Inputs: cumprod(x * 2) under emulate(fallback='torch'). Expected: torch's value; the
-    report lists cumprod once as not emulated and mul as emulated. Pass: all."""
+    """Inputs: zeta(|x * 2| + 1.5, 2) (no reference in ampref) under
+    emulate(fallback='torch'). Expected: torch's value; the report lists special_zeta
+    once as not emulated and mul as emulated. Pass: all."""
     x = torch.randn(3, 4)
     with at.emulate(fallback="torch") as em:
-        got = torch.cumprod(x * 2.0, 0)
-    assert torch.equal(got, torch.cumprod(x * 2.0, 0))
+        got = torch.special.zeta((x * 2.0).abs() + 1.5, 2.0)
+    assert torch.equal(got, torch.special.zeta((x * 2.0).abs() + 1.5, 2.0))
     missing = em.report.not_emulated()
-    assert [r.op for r in missing] == ["cumprod"] and missing[0].calls == 1
+    assert [r.op for r in missing] == ["special_zeta"] and missing[0].calls == 1
     assert any(r.op == "mul" and r.emulated for r in em.report.rows())
 
 

@@ -147,3 +147,130 @@ def test_a_bilinear_decoder_trains_under_cuda_autocast_without_fallback() -> Non
     got = float(loss.detach())
     assert np.isfinite(got) and abs(got - want) <= 0.05 * abs(want), (got, want)
     assert all(p.grad is not None for p in model.parameters())
+
+
+def _cubic_taps_oracle(n_in: int, n_out: int, align: bool,
+                       scale: Any) -> list[list[tuple[int, Q]]]:
+    """Per output the four (clamped index, weight) taps, from the clause in exact
+    rationals: Keys' A = -3/4, torch's float32 steps (fused multiply-adds rounded once)."""
+    def fma(a: Q, b: Q, c: Q) -> Q:
+        return r32(a * b + c)
+
+    def inner(x: Q) -> Q:
+        return r32(r32(r32(fma(Q(5, 4), x, Q(-9, 4)) * x) * x) + 1)
+
+    def outer(x: Q) -> Q:
+        return r32(r32(fma(fma(Q(-3, 4), x, Q(15, 4)), x, Q(-6)) * x) + 3)
+    if align:
+        s = r32(Q(n_in - 1, n_out - 1)) if n_out > 1 else Q(0)
+    else:
+        s = r32(Q(1.0 / scale)) if scale else r32(Q(n_in, n_out))
+    taps = []
+    for o in range(n_out):
+        pos = r32(s * o) if align else r32((s * (2 * o + 1) - 1) / 2)
+        i0 = min(int(np.floor(float(pos))), n_in - 1)
+        t = min(max(r32(pos - i0), Q(0)), Q(1))  # a float32 subtraction (pos may be < 0)
+        ws = [outer(r32(t + 1)), inner(t), inner(r32(1 - t)), outer(r32(r32(1 - t) + 1))]
+        taps.append([(min(max(i0 - 1 + k, 0), n_in - 1), ws[k]) for k in range(4)])
+    return taps
+
+
+def _tap_pass(v: np.ndarray, taps: list[list[tuple[int, Q]]]) -> np.ndarray:
+    """Along the last axis: out[..., o] = fl32(exact sum over o's taps of w v[..., i])."""
+    out = np.zeros(v.shape[:-1] + (len(taps),), np.float32)
+    for idx in np.ndindex(v.shape[:-1]):
+        for o, row in enumerate(taps):
+            out[idx + (o,)] = float(r32(sum((w * Q(float(v[idx + (i,)])) for i, w in row),
+                                            Q(0))))
+    return out
+
+
+def _tap_pass_t(g: np.ndarray, taps: list[list[tuple[int, Q]]], n_in: int) -> np.ndarray:
+    """The transposed pass: input i gets fl32(exact sum of g[o] w over taps naming i)."""
+    out = np.zeros(g.shape[:-1] + (n_in,), np.float32)
+    for idx in np.ndindex(g.shape[:-1]):
+        acc = [Q(0)] * n_in
+        for o, row in enumerate(taps):
+            for i, w in row:
+                acc[i] += w * Q(float(g[idx + (o,)]))
+        out[idx] = [float(r32(a)) for a in acc]
+    return out
+
+
+#: AXES and sizes whose weights tell fused from unfused multiply-adds apart
+CUBIC_AXES = AXES + [(5, 9, None), (4, 13, None), (6, 11, None), (9, 4, None), (7, 3, None)]
+
+
+@pytest.mark.clause("TRC-NN-009")
+@pytest.mark.parametrize("align", [False, True], ids=["half-pixel", "align_corners"])
+@pytest.mark.parametrize("axis", CUBIC_AXES, ids=[f"{a}" for a in CUBIC_AXES])
+def test_bicubic_weights_are_the_clauses_taps_and_torchs_word_for_word(axis: Any,
+                                                                      align: bool) -> None:
+    """Inputs: one-hot images (height 1, the identity's rows along the width)
+    interpolated bicubically to ``axis``'s width or scale. Expected: torch's outputs
+    equal the oracle's taps (a clamped border's two weights added in float32, as torch
+    adds x w2 + x w3 for x = 1), and the emulated outputs equal torch's. Pass: bitwise."""
+    n, size, scale = axis
+    kw = {"size": (1, size)} if size else {"scale_factor": (1.0, scale)}
+    eye = torch.eye(n)[:, None, None, :]
+    theirs = TF.interpolate(eye, mode="bicubic", align_corners=align, **kw)
+    with emulate(fallback="error"):
+        ours = TF.interpolate(eye, mode="bicubic", align_corners=align, **kw)
+    assert_bitwise_equal(ours.numpy(), theirs.numpy(), msg="emulated vs torch")
+    taps = _cubic_taps_oracle(n, theirs.shape[-1], align, scale)
+    want = np.zeros((n, theirs.shape[-1]), np.float32)
+    for o, row in enumerate(taps):
+        for i, w in row:
+            want[i, o] = np.float32(want[i, o] + np.float32(float(w)))
+    assert_bitwise_equal(theirs[:, 0, 0].numpy(), want, msg="clause vs torch")
+
+
+@pytest.mark.clause("TRC-NN-009")
+@pytest.mark.parametrize("align", [False, True], ids=["half-pixel", "align_corners"])
+def test_bicubic_forward_and_backward_are_exact_four_tap_passes(align: bool) -> None:
+    """Inputs: x (1, 2, 5, 4) of wide-exponent float32 resized bicubically to (8, 7), a
+    wide-exponent upstream gradient. Expected: forward the oracle's tap passes, width
+    then height, each four-term dot exact and rounded once; backward the transposed
+    passes, height then width. Pass: bitwise, both."""
+    rng = np.random.default_rng(31 + align)
+    x = (rng.standard_normal((1, 2, 5, 4)) * np.exp2(rng.integers(-6, 7, (1, 2, 5, 4)))
+         ).astype(np.float32)
+    g = (rng.standard_normal((1, 2, 8, 7)) * np.exp2(rng.integers(-6, 7, (1, 2, 8, 7)))
+         ).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    with emulate(fallback="error"):
+        y = TF.interpolate(tx, size=(8, 7), mode="bicubic", align_corners=align)
+        y.backward(torch.tensor(g))
+    th, tw = _cubic_taps_oracle(5, 8, align, None), _cubic_taps_oracle(4, 7, align, None)
+    want = np.swapaxes(_tap_pass(np.swapaxes(_tap_pass(x, tw), -1, -2), th), -1, -2)
+    assert_bitwise_equal(y.detach().numpy(), want, msg="forward")
+    back = np.swapaxes(_tap_pass_t(np.swapaxes(g, -1, -2), th, 5), -1, -2)
+    assert tx.grad is not None
+    assert_bitwise_equal(tx.grad.numpy(), _tap_pass_t(back, tw, 4), msg="backward")
+
+
+@pytest.mark.clause("TRC-NN-009")
+def test_trilinear_forward_and_backward_are_three_exact_separable_passes() -> None:
+    """Inputs: x (1, 2, 3, 4, 5) of wide-exponent float32 resized trilinearly to
+    (5, 7, 3) (half-pixel), an upstream gradient. Expected: forward fl32 passes of
+    torch's 1-d linear weights, width, height, then depth; backward the transposed passes
+    in reverse order. Pass: bitwise, both."""
+    rng = np.random.default_rng(77)
+    x = (rng.standard_normal((1, 2, 3, 4, 5)) * np.exp2(rng.integers(-6, 7, (1, 2, 3, 4, 5)))
+         ).astype(np.float32)
+    g = rng.standard_normal((1, 2, 5, 7, 3)).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    with emulate(fallback="error"):
+        y = TF.interpolate(tx, size=(5, 7, 3), mode="trilinear")
+        y.backward(torch.tensor(g))
+    wd, wh, ww = (_torch_weights(3, 5, None, False), _torch_weights(4, 7, None, False),
+                  _torch_weights(5, 3, None, False))
+    v = _sep_pass(x, ww)
+    v = np.swapaxes(_sep_pass(np.swapaxes(v, -1, -2), wh), -1, -2)
+    v = np.swapaxes(_sep_pass(np.swapaxes(v, -1, -3), wd), -1, -3)
+    assert_bitwise_equal(y.detach().numpy(), v, msg="forward")
+    b = np.swapaxes(_sep_pass(np.swapaxes(g, -1, -3), wd.T), -1, -3)
+    b = np.swapaxes(_sep_pass(np.swapaxes(b, -1, -2), wh.T), -1, -2)
+    b = _sep_pass(b, ww.T)
+    assert tx.grad is not None
+    assert_bitwise_equal(tx.grad.numpy(), b, msg="backward")

@@ -103,31 +103,33 @@ def test_adamws_fused_lerp_row_names_the_definition_difference() -> None:
 @pytest.mark.clause("TRC-SHD-001")
 def test_shadow_takes_fallback_like_emulate() -> None:
     """Input: shadow(model, fallback=...) with 'torch', 'error' and 'numpy', and an op
-    without a reference (cumprod). Expected: 'torch' records it as not emulated, 'error'
-    raises UnsupportedOpError naming it, 'numpy' is refused with the choices.
+    without a reference (the Hurwitz zeta function). Expected: 'torch' records it as not
+    emulated, 'error' raises UnsupportedOpError naming it, 'numpy' is refused with the
+    choices.
     Pass: the three behaviours."""
     x = torch.randn(4)
     with at.shadow(fallback="torch") as sh:
-        torch.cumprod(x * 2.0, 0)
-    assert [r.op for r in sh.report.not_emulated()] == ["cumprod"]
-    with pytest.raises(at.UnsupportedOpError, match="cumprod"):
+        torch.special.zeta((x * 2.0).abs() + 1.5, 2.0)
+    assert [r.op for r in sh.report.not_emulated()] == ["special_zeta"]
+    with pytest.raises(at.UnsupportedOpError, match="special_zeta"):
         with at.shadow(fallback="error"):
-            torch.cumprod(x * 2.0, 0)
+            torch.special.zeta((x * 2.0).abs() + 1.5, 2.0)
     with pytest.raises(ValueError, match="fallback must be 'error' or 'torch'"):
         at.shadow(fallback="numpy")
 
 
 @pytest.mark.clause("TRC-EMU-002")
 def test_emulates_table_lists_the_ops_torch_computed_first() -> None:
-    """Input: mul, cumprod (no reference) and exp under emulate(fallback='torch').
-    Expected: the table's first row is cumprod, 'no (torch)', with its reason; emulate's
-    table has no mismatch columns. Pass: row order and header."""
+    """Input: mul, the Hurwitz zeta function (no reference) and exp under
+    emulate(fallback='torch'). Expected: the table's first row is special_zeta, 'no
+    (torch)', with its reason; emulate's table has no mismatch columns. Pass: row order
+    and header."""
     x = torch.randn(4)
     with at.emulate(fallback="torch") as em:
-        torch.exp(torch.cumprod(x * 2.0, 0))
+        torch.exp(torch.special.zeta((x * 2.0).abs() + 1.5, 2.0))
     lines = em.report.table().splitlines()
     assert "mismatches" not in lines[0]
-    assert "| cumprod |" in lines[2] and "no (torch)" in lines[2]
+    assert "| special_zeta |" in lines[2] and "no (torch)" in lines[2]
 
 
 @pytest.mark.clause("TRC-REC-002")
