@@ -62,25 +62,44 @@ def values(cf: Any, *ts: Any) -> list[Any]:
 
 
 # -- binary cross entropy ---------------------------------------------------------------
-def _no_weight(weight: Any, op: str) -> None:
-    if weight is not None:
-        raise NotImplementedError(f"ampref.torch: {op} with a weight tensor")
-
-
 def _bce(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    """The engine's ``binary_cross_entropy`` (torch's: logs clamped at -100)."""
+    """The engine's ``binary_cross_entropy`` (torch's: logs clamped at -100); with a
+    weight, torch's order: the elementwise loss, times the weight, then the reduction."""
     x, t = args[:2]
-    _no_weight(arg(args, kw, 2, "weight", None), "binary_cross_entropy")
-    red = REDUCTIONS[int(arg(args, kw, 3, "reduction", 1))]
-    return as_torch(forward(F.binary_cross_entropy, x, t, reduction=red),
-                    meta(func, args, kw).dtype)
+    weight = arg(args, kw, 2, "weight", None)
+    reduction = int(arg(args, kw, 3, "reduction", 1))
+    out = meta(func, args, kw)
+    if weight is None:
+        return as_torch(forward(F.binary_cross_entropy, x, t, reduction=REDUCTIONS[reduction]),
+                        out.dtype)
+    cf, dt = compute_format(x), x.dtype
+    loss = to_numpy(as_torch(forward(F.binary_cross_entropy, x, t, reduction="none"),
+                             dt)).astype(cf)
+    (w,) = values(cf, weight)
+    with np.errstate(all="ignore"):
+        loss = step(loss * w, dt)
+    return reduced(loss, dt, reduction, out.dtype)
 
 
 def _bce_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """The engine's backward; with a weight torch's order: ``g (x - t) / max((1 - x) x,
+    1e-12)``, times the weight, then ``/ n`` for the mean, each step rounded."""
     g, x, t = args[:3]
-    _no_weight(arg(args, kw, 3, "weight", None), "binary_cross_entropy_backward")
-    red = REDUCTIONS[int(arg(args, kw, 4, "reduction", 1))]
-    return replay(F.binary_cross_entropy, [x, t], [True, False], g, reduction=red)[0]
+    weight = arg(args, kw, 3, "weight", None)
+    reduction = int(arg(args, kw, 4, "reduction", 1))
+    red = REDUCTIONS[reduction]
+    if weight is None:
+        return replay(F.binary_cross_entropy, [x, t], [True, False], g, reduction=red)[0]
+    cf, dt = compute_format(x), x.dtype
+    spread = torch.broadcast_to(g, tuple(x.shape))
+    (gx,) = values(cf, replay(F.binary_cross_entropy, [x, t], [True, False], spread,
+                              reduction="none")[0])
+    (w,) = values(cf, weight)
+    with np.errstate(all="ignore"):
+        gx = step(gx * w, dt)
+        if red == "mean":
+            gx = step(gx / cf(max(x.numel(), 1)), dt)
+    return from_numpy(np.broadcast_to(gx, tuple(x.shape)), dt)
 
 
 def _bce_logits(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:

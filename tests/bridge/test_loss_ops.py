@@ -156,6 +156,45 @@ def test_binary_cross_entropy_under_emulate_is_the_engines(reduction: str) -> No
     assert _words(tp.grad.numpy()) == _words(np.asarray(ep.grad))
 
 
+@pytest.mark.clause("TRC-NN-006", "ENG-LOS-001")
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_weighted_binary_cross_entropy_weights_the_engines_loss_in_torchs_order(
+        reduction: str) -> None:
+    """Inputs: 15 x 4 probabilities (60: dividing by n rounds) in (0, 1) with 0 and 1
+    among them, targets in [0, 1], a per-class weight (4,) broadcast over rows,
+    ``reduction``; an upstream gradient. Expected: loss fl32(l w) with l the engine's
+    elementwise (reduction 'none') loss, then fl32(exact sum) (/ n in float32 for the
+    mean); gradient fl32(fl32(gl w) / n) (no division for sum / none) with gl the
+    engine's elementwise gradient for the upstream value. Pass: bitwise, loss and
+    gradient."""
+    rng = np.random.default_rng(15)
+    p = rng.uniform(0, 1, (15, 4)).astype(np.float32)
+    p[0, :2] = [0.0, 1.0]
+    t = rng.uniform(0, 1, (15, 4)).astype(np.float32)
+    w = (rng.random(4) * 3).astype(np.float32)
+    up = rng.standard_normal((15, 4) if reduction == "none" else ()).astype(np.float32)
+    tp = torch.tensor(p, requires_grad=True)
+    with emulate(fallback="error"):
+        loss = TF.binary_cross_entropy(tp, torch.tensor(t), weight=torch.tensor(w),
+                                       reduction=reduction)
+        loss.backward(torch.tensor(up))
+    ep = ampref.tensor(p, requires_grad=True)
+    el = F.binary_cross_entropy(ep, ampref.tensor(t), reduction="none")
+    el.backward(ampref.tensor(np.broadcast_to(up, (15, 4)).copy()))
+    weighted = (el.numpy() * w).astype(np.float32)
+    if reduction == "none":
+        want: Any = weighted
+    else:
+        total = np.float32(float(r32(sum((Q(float(v)) for v in weighted.ravel()), Q(0)))))
+        want = total / np.float32(60) if reduction == "mean" else total
+    assert_bitwise_equal(loss.detach().numpy(), np.asarray(want, np.float32), msg="loss")
+    grad = (np.asarray(ep.grad) * w).astype(np.float32)
+    if reduction == "mean":
+        grad = grad / np.float32(60)
+    assert tp.grad is not None
+    assert_bitwise_equal(tp.grad.numpy(), grad, msg="gradient")
+
+
 LOSS_MODULES: dict[str, Callable[[Any, Any], Any]] = {
     "L1Loss": lambda x, t: torch.nn.L1Loss()(x, t),
     "SmoothL1Loss": lambda x, t: torch.nn.SmoothL1Loss(beta=0.5)(x, t),
