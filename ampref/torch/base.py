@@ -34,6 +34,7 @@ from .report import Report
 from .rnnops import RNN
 from .rreluops import RRELU
 from .statops import STATS
+from .trilinear import TRILINEAR
 from .vecnorms import VECTOR_NORMS
 
 __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "passes_through",
@@ -45,7 +46,7 @@ HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES,
                                             **INDEXING, **NLL, **STATS,
                                             **INTERPOLATION, **VECTOR_NORMS, **BAGS,
                                             **MARGINS, **POOLS3D, **RRELU,
-                                            **RANGES}
+                                            **RANGES, **TRILINEAR}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
