@@ -6,6 +6,11 @@ divided in float32 by torch's divisor (``divisor_override``, else the window's s
 with or without the padding as ``count_include_pad`` says, windows clipped at the
 padded edge in ``ceil_mode``); the backward gives each input the exact sum of
 ``fl32(g / divisor)`` over the windows holding it, rounded once (TRC-IDX-001).
+
+``_adaptive_avg_pool3d`` (since 2026-11-27): torch's adaptive windows, ``floor(o n /
+n_out)`` up to ``ceil((o + 1) n / n_out)`` per axis; the exact window sum rounded to
+float32, divided in float32 by the window's depth, then height, then width (torch's
+order); its backward sums ``fl32(fl32(fl32(g / kd) / kh) / kw)`` exactly into each input.
 """
 
 from __future__ import annotations
@@ -100,6 +105,56 @@ def _avg_pool3d_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, An
     return from_numpy(r, x.dtype)
 
 
+def _adaptive_pairs(n: int, n_out: int) -> tuple[Any, Any, Any]:
+    """Along one axis: (output, input) index pairs of torch's adaptive windows, and each
+    output's window size."""
+    starts = [o * n // n_out for o in range(n_out)]
+    ends = [-(-(o + 1) * n // n_out) for o in range(n_out)]
+    outs = np.concatenate([np.full(e - b, o) for o, (b, e) in enumerate(zip(starts, ends,
+                                                                             strict=True))])
+    ins = np.concatenate([np.arange(b, e) for b, e in zip(starts, ends, strict=True)])
+    return outs, ins, np.array(ends) - np.array(starts)
+
+
+def _adaptive_geometry(in_sp: Any, out_sp: Any) -> tuple[Any, Any, list[Any]]:
+    """Flat (input, output) positions of every window member within a volume, and the
+    window sizes per axis shaped to broadcast against the output volume."""
+    inp, outp = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    sizes = []
+    for a in range(3):
+        o, i, k = _adaptive_pairs(int(in_sp[a]), int(out_sp[a]))
+        inp = (inp[:, None] * in_sp[a] + i[None, :]).reshape(-1)
+        outp = (outp[:, None] * out_sp[a] + o[None, :]).reshape(-1)
+        sizes.append(k.astype(np.float32).reshape([-1 if j == a else 1 for j in range(3)]))
+    return inp, outp, sizes
+
+
+def _by_window(v: Any, sizes: list[Any]) -> Any:
+    with np.errstate(all="ignore"):
+        return v / sizes[0] / sizes[1] / sizes[2]
+
+
+def _adaptive_avg3d(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    x = args[0]
+    out = meta(func, args, kw)
+    v = to_numpy(x).astype(np.float32)
+    out_sp = tuple(out.shape[-3:])
+    inp, outp, sizes = _adaptive_geometry(v.shape[-3:], out_sp)
+    sums = _move(v, inp, outp, math.prod(out_sp)).reshape(tuple(out.shape))
+    return from_numpy(_by_window(sums, sizes), out.dtype)
+
+
+def _adaptive_avg3d_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    g, x = args[:2]
+    gv = to_numpy(g).astype(np.float32)
+    in_sp = tuple(x.shape[-3:])
+    inp, outp, sizes = _adaptive_geometry(in_sp, gv.shape[-3:])
+    r = _move(_by_window(gv, sizes), outp, inp, math.prod(in_sp)).reshape(tuple(x.shape))
+    return from_numpy(r, x.dtype)
+
+
 #: aten op name (overload packet) -> handler
 POOLS3D: dict[str, Handler] = {"avg_pool3d": _avg_pool3d,
-                               "avg_pool3d_backward": _avg_pool3d_bwd}
+                               "avg_pool3d_backward": _avg_pool3d_bwd,
+                               "_adaptive_avg_pool3d": _adaptive_avg3d,
+                               "_adaptive_avg_pool3d_backward": _adaptive_avg3d_bwd}

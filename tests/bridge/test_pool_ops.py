@@ -312,3 +312,47 @@ def test_avg_pool3d_is_the_exact_window_sum_divided_once_and_its_gradient_exact_
     with emulate(fallback="error"):
         got = TF.avg_pool3d(dy, **kw)
     assert_bitwise_equal(got.numpy(), TF.avg_pool3d(dy, **kw).numpy(), msg=f"{name} torch")
+
+
+@pytest.mark.clause("TRC-NN-007")
+@pytest.mark.parametrize("size", [(2, 3, 4), (3, 2, 5), (1, 1, 1)])
+def test_adaptive_avg_pool3d_divides_the_exact_window_sum_by_each_axis_in_turn(
+        size: tuple[int, int, int]) -> None:
+    """Inputs: x (1, 2, 5, 7, 6) of wide-exponent float32, adaptive_avg_pool3d to
+    ``size``; an upstream gradient. Expected: per output fl32(exact window sum), then
+    / kd, / kh, / kw in float32 (torch's order); each input's gradient the exact sum of
+    fl32(fl32(fl32(g / kd) / kh) / kw) over the windows holding it, rounded once. A
+    (1, 1, 1) output is torch's ``mean`` over the volume instead (torch's composite
+    takes that path): fl32(exact sum) / 210 once, and g / 210 for every input. Pass:
+    bitwise, both."""
+    rng = np.random.default_rng(sum(size))
+    x = (rng.standard_normal((1, 2, 5, 7, 6)) * np.exp2(rng.integers(-8, 9, (1, 2, 5, 7, 6)))
+         ).astype(np.float32)
+    g = rng.standard_normal((1, 2) + size).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    with emulate(fallback="error"):
+        y = TF.adaptive_avg_pool3d(tx, size)
+        y.backward(torch.tensor(g))
+    wins = [_adaptive(n, m) for n, m in zip((5, 7, 6), size, strict=True)]
+    want = np.zeros((1, 2) + size, np.float32)
+    back: dict[tuple[int, ...], list[Q]] = {}
+    for c, od, oh, ow in np.ndindex(2, *size):
+        cells = [(d, h, w) for d in wins[0][od] for h in wins[1][oh] for w in wins[2][ow]]
+        total = np.float32(float(r32(sum((Q(float(x[0, c, d, h, w])) for d, h, w in cells),
+                                         Q(0)))))
+        k = [np.float32(len(wins[0][od])), np.float32(len(wins[1][oh])),
+             np.float32(len(wins[2][ow]))]
+        if size == (1, 1, 1):
+            want[0, c, od, oh, ow] = total / np.float32(210)
+            share = np.float32(g[0, c, od, oh, ow]) / np.float32(210)
+        else:
+            want[0, c, od, oh, ow] = total / k[0] / k[1] / k[2]
+            share = np.float32(g[0, c, od, oh, ow]) / k[0] / k[1] / k[2]
+        for cell in cells:
+            back.setdefault((c,) + cell, []).append(Q(float(share)))
+    grad = np.zeros_like(x)
+    for (c, d, h, w), parts in back.items():
+        grad[0, c, d, h, w] = float(r32(sum(parts, Q(0))))
+    assert_bitwise_equal(y.detach().numpy(), want, msg="forward")
+    assert tx.grad is not None
+    assert_bitwise_equal(tx.grad.numpy(), grad, msg="backward")
