@@ -33,6 +33,7 @@ from .pointwise import POINTWISE
 from .report import Report
 from .rnnops import RNN
 from .rreluops import RRELU
+from .specialfns import SPECIAL
 from .statops import STATS
 from .trilinear import TRILINEAR
 from .vecnorms import VECTOR_NORMS
@@ -46,7 +47,7 @@ HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES,
                                             **INDEXING, **NLL, **STATS,
                                             **INTERPOLATION, **VECTOR_NORMS, **BAGS,
                                             **MARGINS, **POOLS3D, **RRELU,
-                                            **RANGES, **TRILINEAR}
+                                            **RANGES, **TRILINEAR, **SPECIAL}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
