@@ -95,6 +95,17 @@ def _epilogue(ctx: Any, c: Any, m1: Any, m2: Any, kw: dict[str, Any], out: Any,
     return from_numpy(np.broadcast_to(acc, shape), out.dtype)
 
 
+def _addbmm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``addbmm(c, b1, b2)``: ``_addmm``'s epilogue on the batch-summed product as one
+    GEMM over the joined batch and inner axes (``b1`` (B, n, k) as (n, B k), ``b2`` as
+    (B k, m)): under ``exact`` each element's whole sum is exact, rounded once."""
+    c, b1, b2 = args[:3]
+    out = meta(func, args, kw)
+    a = b1.permute(1, 0, 2).reshape(b1.shape[1], -1)
+    b = b2.reshape(-1, b2.shape[-1])
+    return _epilogue(ctx, c, a, b, kw, out, tuple(out.shape))
+
+
 def _addmv_addr(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """``addmv(c, m, v)`` and ``addr(c, v1, v2)``: ``_addmm``'s epilogue on ``m @ v``
     (a column) and on the outer product ``v1 v2^T`` (a product of K = 1: each element
@@ -233,7 +244,7 @@ def _gelu_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
 NN: dict[str, Handler] = {
     "gelu_backward": _gelu_bwd,
     "mm": _mm, "bmm": _mm, "addmm": _addmm, "baddbmm": _addmm, "addmv": _addmv_addr,
-    "addr": _addmv_addr,
+    "addr": _addmv_addr, "addbmm": _addbmm,
     "dot": _dot, "mv": _dot, "trace": _trace, "round": _round, "round_": _round,
     "sum": _sum, "mean": _mean,
     "mse_loss": _mse, "mse_loss_backward": _mse_bwd,

@@ -115,3 +115,25 @@ def test_addmv_and_addr_are_addmms_epilogue_on_a_column_and_an_outer_product(
     bias = cv if outer else np.broadcast_to(cv, (av.shape[0],))[:, None]
     want = _oracle(bias, m1, m2, beta, alpha, dtype).reshape(tuple(got.shape))
     assert_bitwise_equal(got.float().numpy(), want, msg=f"{name} {dtype}")
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("beta,alpha", [(1.0, 1.0), (0.5, 3.0)])
+def test_addbmm_is_the_exact_batch_summed_product_with_addmms_epilogue(
+        beta: float, alpha: float) -> None:
+    """Inputs: c (3, 5), b1 (4, 3, 2), b2 (4, 2, 5) of wide exponents, (beta, alpha).
+    Expected: the addmm oracle on b1 as (3, 8) (batches side by side) and b2 as (8, 5):
+    fl32(fl32(alpha fl32(exact sum over batches and k)) + fl32(beta c)). Pass:
+    bitwise."""
+    rng = np.random.default_rng(int(alpha * 10))
+
+    def draw(shape: tuple[int, ...]) -> np.ndarray:
+        return (rng.standard_normal(shape) * np.exp2(rng.integers(-6, 7, shape))
+                ).astype(np.float32)
+    c, b1, b2 = draw((3, 5)), draw((4, 3, 2)), draw((4, 2, 5))
+    with emulate(fallback="error"):
+        got = torch.addbmm(torch.tensor(c), torch.tensor(b1), torch.tensor(b2), beta=beta,
+                           alpha=alpha)
+    want = _oracle(c, b1.transpose(1, 0, 2).reshape(3, 8), b2.reshape(8, 5), beta, alpha,
+                   "float32")
+    assert_bitwise_equal(got.numpy(), want)
