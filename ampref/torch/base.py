@@ -20,6 +20,7 @@ from .nnops import NN
 from .activations import ACTIVATIONS
 from .bagops import BAGS
 from .convops import CONVS
+from .ctcops import CTC
 from .indexops import INDEXING
 from .interpops import INTERPOLATION
 from .lossops import LOSSES
@@ -47,7 +48,7 @@ HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES,
                                             **INDEXING, **NLL, **STATS,
                                             **INTERPOLATION, **VECTOR_NORMS, **BAGS,
                                             **MARGINS, **POOLS3D, **RRELU,
-                                            **RANGES, **TRILINEAR, **SPECIAL}
+                                            **RANGES, **TRILINEAR, **SPECIAL, **CTC}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode

@@ -1,0 +1,126 @@
+"""CTC loss under emulate (``ampref.torch.ctcops``, TRC-NN-011) against a brute-force
+oracle: every alignment of a short input enumerated, its probability a product of
+60-digit exponentials (mpmath), the loss -log of the sum over alignments that collapse
+to the target, and torch's gradient formula (p_t(c) - the share of the likelihood of
+alignments emitting c at t) times the upstream value. Values within 2^-40 (relative)
+of a float32 rounding boundary are exempt (the float64 recursion's error) and counted."""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction as Q
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+mp = pytest.importorskip("mpmath")
+
+from value_oracles import r32_near  # noqa: E402
+
+from ampref.testing import assert_bitwise_equal  # noqa: E402
+from ampref.torch import emulate  # noqa: E402
+
+mp.mp.dps = 60
+TF = torch.nn.functional
+
+
+def _q(v: Any) -> Q:
+    sign, man, exp, _ = v._mpf_
+    return (-1 if sign else 1) * Q(int(man)) * Q(2) ** int(exp)
+
+
+def _collapse(path: tuple[int, ...], blank: int) -> tuple[int, ...]:
+    out = [c for i, c in enumerate(path) if c != blank and (i == 0 or c != path[i - 1])]
+    return tuple(out)
+
+
+def _oracle(lp: np.ndarray, target: list[int], length: int, up: float,
+            blank: int = 0) -> tuple[Any, np.ndarray]:
+    """(60-digit nll, (T, C) 60-digit gradient) of one sample by enumeration."""
+    T, C = lp.shape
+    p = [[mp.exp(mp.mpf(float(lp[t, c]))) for c in range(C)] for t in range(T)]
+    total = mp.mpf(0)
+    through = [[mp.mpf(0)] * C for _ in range(T)]
+    for path in itertools.product(range(C), repeat=length):
+        if _collapse(path, blank) != tuple(target):
+            continue
+        prob = mp.fprod(p[t][c] for t, c in enumerate(path))
+        total += prob
+        for t, c in enumerate(path):
+            through[t][c] += prob
+    nll = -mp.log(total) if total else mp.inf
+    grad = np.zeros((T, C), dtype=object)
+    for t in range(T):
+        for c in range(C):
+            grad[t, c] = (p[t][c] - through[t][c] / total) * up if t < length else mp.mpf(0)
+    return nll, grad
+
+
+@pytest.mark.clause("TRC-NN-011")
+@pytest.mark.parametrize("layout", ["padded", "concatenated"])
+def test_ctc_loss_and_gradient_are_the_sums_over_alignments(layout: str) -> None:
+    """Inputs: log-softmax scores (T 6, N 3, C 3), targets [1, 1] (a repeat: a blank
+    must separate), [2, 1, 2] and [2] with input lengths 6, 6, 4, reduction 'none', an
+    upstream gradient; targets padded (N, S) or concatenated. Expected: each nll and
+    every gradient element fl32 of the enumeration oracle (gradient 0 past the input's
+    length), exempt values fewer than 2 %. Pass: bitwise on the others."""
+    rng = np.random.default_rng(6)
+    raw = rng.standard_normal((6, 3, 3)) * 2
+    lp = (raw - np.log(np.exp(raw).sum(-1, keepdims=True))).astype(np.float32)
+    targets, lengths = [[1, 1], [2, 1, 2], [2]], [6, 6, 4]
+    up = np.array([0.75, -1.5, 2.0], np.float32)
+    if layout == "padded":
+        tg = torch.tensor([t + [0] * (3 - len(t)) for t in targets])
+    else:
+        tg = torch.tensor([c for t in targets for c in t])
+    x = torch.tensor(lp, requires_grad=True)
+    with emulate(fallback="error"):
+        loss = TF.ctc_loss(x, tg, torch.tensor(lengths), torch.tensor([len(t) for t in targets]),
+                           reduction="none")
+        loss.backward(torch.tensor(up))
+    got_g = x.grad.numpy() if x.grad is not None else None
+    assert got_g is not None
+    wants, nears, gwant, gnear = [], [], np.zeros_like(lp), np.zeros(lp.shape, bool)
+    for n in range(3):
+        nll, grad = _oracle(lp[:, n].astype(np.float64), targets[n], lengths[n], float(up[n]))
+        r, near = r32_near(_q(nll), Q(1, 2**40))
+        wants.append(float(r))
+        nears.append(near)
+        for t, c in np.ndindex(6, 3):
+            if grad[t, c] == 0:
+                continue
+            r, gnear[t, n, c] = r32_near(_q(grad[t, c]), Q(1, 2**40))
+            gwant[t, n, c] = float(r)
+    assert not any(nears)
+    assert_bitwise_equal(loss.detach().numpy(), np.array(wants, np.float32), msg="nll")
+    assert gnear.mean() < 0.02
+    assert_bitwise_equal(got_g[~gnear], gwant[~gnear], msg="gradient")
+
+
+@pytest.mark.clause("TRC-NN-011")
+@pytest.mark.parametrize("zero_infinity", [False, True])
+def test_an_impossible_target_gives_inf_or_zero_with_zero_infinity(zero_infinity: bool) -> None:
+    """Inputs: 3 frames and the target [1, 1, 1] (needs 5 frames: blanks between
+    repeats), mean reduction. Expected: loss +inf and the gradient torch's own (NaN where
+    torch's formula meets inf - inf); with zero_infinity loss 0 and gradient all +0.
+    Pass: bitwise (NaN any)."""
+    raw = np.random.default_rng(2).standard_normal((3, 1, 4))
+    lp = (raw - np.log(np.exp(raw).sum(-1, keepdims=True))).astype(np.float32)
+    args = (torch.tensor([[1, 1, 1]]), torch.tensor([3]), torch.tensor([3]))
+    runs = []
+    for emulated in (True, False):
+        x = torch.tensor(lp, requires_grad=True)
+        if emulated:
+            with emulate(fallback="error"):
+                loss = TF.ctc_loss(x, *args, zero_infinity=zero_infinity)
+                loss.backward()
+        else:
+            loss = TF.ctc_loss(x, *args, zero_infinity=zero_infinity)
+            loss.backward()
+        assert x.grad is not None
+        runs.append((loss.detach().numpy(), x.grad.numpy()))
+    assert float(runs[0][0]) == (0.0 if zero_infinity else np.inf)
+    assert_bitwise_equal(runs[0][0], runs[1][0], nan="any", msg="loss")
+    assert_bitwise_equal(runs[0][1], runs[1][1], nan="any", msg="gradient")
