@@ -21,6 +21,7 @@ from .activations import ACTIVATIONS
 from .bagops import BAGS
 from .convops import CONVS
 from .ctcops import CTC
+from .gridops import GRIDS
 from .indexops import INDEXING
 from .interpops import INTERPOLATION
 from .lossops import LOSSES
@@ -48,7 +49,8 @@ HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES,
                                             **INDEXING, **NLL, **STATS,
                                             **INTERPOLATION, **VECTOR_NORMS, **BAGS,
                                             **MARGINS, **POOLS3D, **RRELU,
-                                            **RANGES, **TRILINEAR, **SPECIAL, **CTC}
+                                            **RANGES, **TRILINEAR, **SPECIAL, **CTC,
+                                            **GRIDS}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
