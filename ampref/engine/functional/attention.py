@@ -21,7 +21,7 @@ __all__ = ["scaled_dot_product_attention"]
 
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Any = None,
                                  dropout_p: float = 0.0, is_causal: bool = False,
-                                 scale: float | None = None, *, enable_gqa: bool = False,
+                                 scale: float | None = None, enable_gqa: bool = False, *,
                                  accumulation: str = "exact") -> Tensor:
     """softmax(q k^T * scale + mask) v over (..., L, E) inputs, as composed engine ops:
 
