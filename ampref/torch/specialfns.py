@@ -1,5 +1,5 @@
 """aten's special functions on ampref's numerics (``specs/torch.md`` TRC-PWO-004):
-``lgamma``, ``digamma``, ``polygamma``, ``erfinv``, ``i0`` and ``special_i0e`` /
+``lgamma``, ``mvlgamma``, ``digamma``, ``polygamma``, ``erfinv``, ``i0`` and ``special_i0e`` /
 ``special_i1`` / ``special_i1e``, ``special_ndtri``, ``special_log_ndtr``,
 ``special_erfcx``, ``special_entr``, ``sinc``, ``deg2rad``, ``rad2deg``.
 
@@ -48,6 +48,17 @@ def _polygamma(n: Any, x: Any) -> Any:
     return wide(value)(x)
 
 
+def _mvlgamma(x: Any, p: Any) -> Any:
+    """The multivariate log-gamma: sum_j lgamma(x - j/2) + p (p - 1)/4 log(pi), all in
+    float64."""
+    q = int(p)
+
+    def value(v: Any) -> Any:
+        terms = sum(_lgamma(v - j / 2.0) for j in range(q))
+        return terms + q * (q - 1) / 4.0 * math.log(math.pi)
+    return wide(value)(x)
+
+
 def _scaled(constant: float) -> Callable[[Any], Any]:
     """torch's ``x * fl(constant)`` in the compute format."""
     return lambda x: x * x.dtype.type(constant)
@@ -59,7 +70,7 @@ _FORMULAS: dict[str, Callable[..., Any]] = {
         "special_i0e": sp.i0e, "special_i1": sp.i1, "special_i1e": sp.i1e,
         "special_ndtri": sp.ndtri, "special_log_ndtr": sp.log_ndtr,
         "special_erfcx": sp.erfcx, "special_entr": sp.entr, "sinc": np.sinc}.items()},
-    "polygamma": _polygamma,
+    "polygamma": _polygamma, "mvlgamma": _mvlgamma,
     "deg2rad": _scaled(math.pi / 180), "rad2deg": _scaled(180 / math.pi),
 }
 

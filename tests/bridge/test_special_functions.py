@@ -29,6 +29,9 @@ SQ2 = mp.sqrt(2)
 #: zeros (where a float64 value's relative error grows without bound)
 FUNCTIONS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any], tuple[float, float]]] = {
     "lgamma": (torch.lgamma, mp.loggamma, (2.5, 40.0)),
+    "mvlgamma 3": (lambda t: torch.special.multigammaln(t, 3),
+                   lambda v: 3 * mp.log(mp.pi) / 2 + sum(mp.loggamma(v - mp.mpf(j) / 2)
+                                                         for j in range(3)), (3.0, 40.0)),
     "digamma": (torch.digamma, mp.digamma, (2.0, 60.0)),
     "polygamma 1": (lambda t: torch.polygamma(1, t), lambda v: mp.polygamma(1, v),
                     (0.1, 30.0)),
