@@ -16,6 +16,8 @@ import torch
 
 from ampref.accumulation import certified
 from ampref.engine import functional as F
+from ampref.formats.exactsum import add_rounded
+from ampref.formats.table import get_format
 
 from .convert import engine, format_of, from_numpy, meta, to_numpy
 from .lossops import REDUCTIONS
@@ -24,6 +26,8 @@ from .replay import NP, as_torch, forward, replay
 __all__ = ["NN"]
 
 Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
+
+_F32 = get_format("float32")
 
 
 # -- matmuls ----------------------------------------------------------------------------
@@ -93,6 +97,24 @@ def _epilogue(ctx: Any, c: Any, m1: Any, m2: Any, kw: dict[str, Any], out: Any,
             cv = to_numpy(c).astype(cf)
             acc = acc + (cv if beta == 1 else cf(beta) * cv)
     return from_numpy(np.broadcast_to(acc, shape), out.dtype)
+
+
+def _cross(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """``linalg_cross``: each component ``a_j b_k - a_k b_j`` exact (two products exact in
+    float64, one correctly rounded difference), rounded once to float32; its backward
+    is this op again (torch's formula)."""
+    a, b = args[:2]
+    dim = int(args[2] if len(args) > 2 else kw.get("dim", -1))
+    out = meta(func, args, kw)
+    x, y = np.broadcast_arrays(to_numpy(a).astype(np.float64), to_numpy(b).astype(np.float64))
+    x, y = np.moveaxis(x, dim, -1), np.moveaxis(y, dim, -1)
+    comps = []
+    with np.errstate(all="ignore"):
+        for j, k in ((1, 2), (2, 0), (0, 1)):
+            comps.append(add_rounded(x[..., j] * y[..., k], -(x[..., k] * y[..., j]), _F32,
+                                     "nearest_even"))
+    r = np.moveaxis(np.stack(comps, -1), -1, dim)
+    return from_numpy(r.astype(np.float32), out.dtype)
 
 
 def _addbmm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
@@ -244,7 +266,7 @@ def _gelu_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
 NN: dict[str, Handler] = {
     "gelu_backward": _gelu_bwd,
     "mm": _mm, "bmm": _mm, "addmm": _addmm, "baddbmm": _addmm, "addmv": _addmv_addr,
-    "addr": _addmv_addr, "addbmm": _addbmm,
+    "addr": _addmv_addr, "addbmm": _addbmm, "linalg_cross": _cross,
     "dot": _dot, "mv": _dot, "trace": _trace, "round": _round, "round_": _round,
     "sum": _sum, "mean": _mean,
     "mse_loss": _mse, "mse_loss_backward": _mse_bwd,

@@ -189,3 +189,34 @@ def test_running_maxima_unpooling_and_fractional_pooling_route_gradients_to_thei
             runs.append((y.detach().numpy(), x.grad.numpy()))
         assert_bitwise_equal(runs[0][0], runs[1][0], msg=f"{name} forward")
         assert_bitwise_equal(runs[0][1], runs[1][1], msg=f"{name} gradient")
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_cross_product_components_are_exact_differences_rounded_once(dim: int) -> None:
+    """Inputs: a, b (4, 3) (transposed for dim 0) of wide exponents with a row where
+    a_j b_k and a_k b_j nearly cancel; an upstream gradient. Expected: each component
+    fl32(exact a_j b_k - a_k b_j); the gradients of a and b are the same op on (b, g)
+    and (g, a) (torch's formula), so fl32(exact b_j g_k - b_k g_j) for a. Pass:
+    bitwise."""
+    rng = np.random.default_rng(90 + dim)
+    a = (rng.standard_normal((4, 3)) * np.exp2(rng.integers(-8, 9, (4, 3)))).astype(np.float32)
+    b = (rng.standard_normal((4, 3)) * np.exp2(rng.integers(-8, 9, (4, 3)))).astype(np.float32)
+    a[0] = [1.0, 1 + 2.0**-23, 3.0]
+    b[0] = [2.0, 1 - 2.0**-24, 1 + 2.0**-22]  # a1 b2 - a2 b1: 2^-22 cancellations
+    g = rng.standard_normal((4, 3)).astype(np.float32)
+    t = (lambda v: v) if dim == -1 else (lambda v: np.ascontiguousarray(v.T))
+    ta, tb = torch.tensor(t(a), requires_grad=True), torch.tensor(t(b), requires_grad=True)
+    with emulate(fallback="error"):
+        y = torch.linalg.cross(ta, tb, dim=dim)
+        y.backward(torch.tensor(t(g)))
+
+    def cross(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        q = [[Q(float(e)) for e in row] for row in (u, v)]
+        return np.array([float(r32(q[0][j] * q[1][k] - q[0][k] * q[1][j]))
+                         for j, k in ((1, 2), (2, 0), (0, 1))], np.float32)
+    want = np.stack([cross(a[i], b[i]) for i in range(4)])
+    want_a = np.stack([cross(b[i], g[i]) for i in range(4)])
+    assert_bitwise_equal(y.detach().numpy(), t(want), msg="cross")
+    assert ta.grad is not None
+    assert_bitwise_equal(ta.grad.numpy(), t(want_a), msg="gradient of a")
