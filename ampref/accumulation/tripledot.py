@@ -30,10 +30,23 @@ __all__ = ["triple_dot_f32"]
 _TOP24 = np.uint64(~((1 << 29) - 1) & 0xFFFFFFFFFFFFFFFF)
 
 
+def _representable(x: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
+    """``x`` as float64, refused (ValueError naming it) unless every value is a float32
+    value: the halves of ``a b`` are exact only for float32 operands."""
+    v = np.asarray(x, np.float64)
+    with np.errstate(over="ignore"):
+        narrow = v.astype(np.float32).astype(np.float64)
+    if not np.array_equal(v, narrow, equal_nan=True):
+        bad = v[~((v == narrow) | np.isnan(v))].ravel()[0]
+        raise ValueError(f"triple_dot_f32: {name} must hold float32 values (float16, "
+                         f"bfloat16 or float32), got {bad!r}")
+    return v
+
+
 def triple_dot_f32(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike) -> npt.NDArray[np.float32]:
     """``fl32(exact sum over the last axis of a b c)``, the operands broadcast; the
     result has the broadcast shape without its last axis."""
-    a64, b64, c64 = (np.asarray(x, np.float64) for x in (a, b, c))
+    a64, b64, c64 = (_representable(x, name) for x, name in ((a, "a"), (b, "b"), (c, "c")))
     shape = np.broadcast_shapes(a64.shape, b64.shape, c64.shape)
     with np.errstate(all="ignore"):
         ab = np.broadcast_to(a64 * b64, shape)  # exact: two float32 factors

@@ -156,21 +156,28 @@ def _cdist(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> An
     return from_numpy(pair_distance(u, v, float(p)).reshape(shape), out.dtype)
 
 
+def _pair_terms(op: str, g: Any, dist: Any, u: Any, v: Any, p: Any) -> Any:
+    """Per pair and feature torch's float32 gradient term, ``fl(fl(g d) / dist)`` (p = 2)
+    or ``fl(g sign(d))`` (p = 1) with ``d = fl32(u - v)``, 0 where the distance is 0;
+    other p are refused (``op`` names the caller)."""
+    if float(p) not in (1.0, 2.0):
+        raise NotImplementedError(f"ampref.torch: {op} backward for p={p!r} (1 and 2)")
+    gv = to_numpy(g).astype(np.float32).reshape(-1, 1)
+    dv = to_numpy(dist).astype(np.float32).reshape(-1, 1)
+    with np.errstate(all="ignore"):
+        d = u - v
+        t = (gv * d) / dv if float(p) == 2.0 else gv * np.sign(d)
+        return np.where(dv == 0, np.float32(0), t)
+
+
 def _cdist_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """``_cdist_backward`` (x1's gradient; autograd calls it swapped for x2's): per pair
     and feature torch's float32 term, ``fl(fl(g d) / dist)`` (p = 2), ``fl(g sign(d))``
     (p = 1), with ``d = fl32(x1 - x2)`` and 0 where the distance is 0, summed exactly
     over the second set's rows. Other p are refused."""
     g, x1, x2, p, dist = args[:5]
-    if float(p) not in (1.0, 2.0):
-        raise NotImplementedError(f"ampref.torch: cdist backward for p={p!r} (1 and 2)")
     u, v, shape = _pairs(x1, x2)
-    gv = to_numpy(g).astype(np.float32).reshape(-1, 1)
-    dv = to_numpy(dist).astype(np.float32).reshape(-1, 1)
-    with np.errstate(all="ignore"):
-        d = u - v
-        t = (gv * d) / dv if float(p) == 2.0 else gv * np.sign(d)
-        t = np.where(dv == 0, np.float32(0), t)
+    t = _pair_terms("cdist", g, dist, u, v, p)
     terms = t.reshape(shape + (u.shape[-1],))  # (..., P, R, M): sum over R
     r = certified.sum_f32(np.ascontiguousarray(terms), -2)
     return from_numpy(np.broadcast_to(r, tuple(x1.shape)) if r.shape != tuple(x1.shape)
@@ -197,15 +204,8 @@ def _pdist_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -
     row i and subtracted from row j; each row's terms summed exactly and rounded once.
     Other p than 1 and 2 are refused."""
     g, x, p, dist = args[:4]
-    if float(p) not in (1.0, 2.0):
-        raise NotImplementedError(f"ampref.torch: pdist backward for p={p!r} (1 and 2)")
     u, v, iu, ju = _pair_rows(x)
-    gv = to_numpy(g).astype(np.float32).reshape(-1, 1)
-    dv = to_numpy(dist).astype(np.float32).reshape(-1, 1)
-    with np.errstate(all="ignore"):
-        d = u - v
-        t = (gv * d) / dv if float(p) == 2.0 else gv * np.sign(d)
-        t = np.where(dv == 0, np.float32(0), t)
+    t = _pair_terms("pdist", g, dist, u, v, p)
     n, m = x.shape
     cols = np.arange(m)
     dst = np.concatenate([iu[:, None] * m + cols, ju[:, None] * m + cols])

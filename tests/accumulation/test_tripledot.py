@@ -8,6 +8,7 @@ import math
 from fractions import Fraction as Q
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -75,3 +76,11 @@ def test_triple_dots_propagate_nan_and_inf_and_broadcast() -> None:
     got = triple_dot_f32(x, y, z)
     want = np.array([[_want(x[i, 0], y[j], z) for j in range(4)] for i in range(2)])
     assert_bitwise_equal(got, want.astype(np.float32))
+
+
+def test_triple_dots_refuse_values_float32_cannot_hold_naming_them() -> None:
+    """ACC-EXA-003 arguments. Inputs: b = [1, 1 + 2^-40] (float64). Expected:
+    ValueError naming b and the value, since its halves would not be exact. Pass: the
+    message."""
+    with pytest.raises(ValueError, match=r"b must hold float32 values.*1\.0000000000009"):
+        triple_dot_f32(np.ones(2), np.array([1.0, 1 + 2.0**-40]), np.ones(2))
