@@ -112,16 +112,49 @@ def _nll(la: np.ndarray, label_count: int) -> float:
         return float(-(np.log(np.exp(l1 - m) + np.exp(l2 - m)) + m))
 
 
+def _check_lengths(name: str, values: list[int], count: int, most: int) -> None:
+    """One length per sample, each in [0, most] (torch's kernel checks the input lengths;
+    a wrong target length or count would read past the targets)."""
+    if len(values) != count:
+        raise ValueError(f"ctc_loss: {name} has {len(values)} entries for a batch of "
+                         f"{count}; expected one per sample")
+    bad = [x for x in values if not 0 <= x <= most]
+    if bad:
+        raise ValueError(f"ctc_loss: {name} value {bad[0]} is outside [0, {most}]")
+
+
+def _check_labels(labels: list[np.ndarray], classes: int, blank: int) -> None:
+    """Every label a class index: torch's CPU kernel reads out of bounds silently."""
+    if not 0 <= blank < classes:
+        raise ValueError(f"ctc_loss: blank {blank} is not a class index; allowed: "
+                         f"0..{classes - 1} ({classes} classes)")
+    for n, lab in enumerate(labels):
+        bad = lab[(lab < 0) | (lab >= classes)]
+        if bad.size:
+            raise ValueError(f"ctc_loss: target label {int(bad[0])} of sample {n} is not a "
+                             f"class index; allowed: 0..{classes - 1} ({classes} classes)")
+
+
 def _samples(args: tuple[Any, ...], kw: dict[str, Any],
              first: int) -> tuple[np.ndarray, list[Any], list[int], int]:
-    """log-probs (T, N, C) float64, per-sample (ext, skip), input lengths, blank."""
+    """log-probs (T, N, C) float64, per-sample (ext, skip), input lengths, blank;
+    a length or label outside its range is a ValueError naming it."""
     lp, targets, in_len, tg_len = args[first:first + 4]
     blank = int(args[first + 4] if len(args) > first + 4 else kw.get("blank", 0))
     lengths, tls = _ints(in_len), _ints(tg_len)
     v = to_numpy(lp).astype(np.float64)
     if v.ndim == 2:
         v = v[:, None, :]
-    return v, [_extended(lab, blank) for lab in _labels(targets, tls)], lengths, blank
+    t = to_numpy(targets)
+    _check_lengths("input_lengths", lengths, v.shape[1], v.shape[0])
+    _check_lengths("target_lengths", tls, v.shape[1],
+                   t.shape[1] if t.ndim == 2 else t.size)
+    if t.ndim != 2 and sum(tls) > t.size:
+        raise ValueError(f"ctc_loss: target_lengths sum to {sum(tls)} but the "
+                         f"concatenated targets hold {t.size} labels")
+    labels = _labels(targets, tls)
+    _check_labels(labels, v.shape[2], blank)
+    return v, [_extended(lab, blank) for lab in labels], lengths, blank
 
 
 def _ctc(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:

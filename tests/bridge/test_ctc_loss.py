@@ -8,6 +8,7 @@ of a float32 rounding boundary are exempt (the float64 recursion's error) and co
 from __future__ import annotations
 
 import itertools
+import re
 from fractions import Fraction as Q
 from typing import Any
 
@@ -124,3 +125,27 @@ def test_an_impossible_target_gives_inf_or_zero_with_zero_infinity(zero_infinity
     assert float(runs[0][0]) == (0.0 if zero_infinity else np.inf)
     assert_bitwise_equal(runs[0][0], runs[1][0], nan="any", msg="loss")
     assert_bitwise_equal(runs[0][1], runs[1][1], nan="any", msg="gradient")
+
+
+@pytest.mark.clause("TRC-NN-011")
+@pytest.mark.parametrize(("targets", "in_len", "tg_len", "blank", "named"), [
+    ([[1, 4, 2]], [5], [3], 0, "target label 4 of sample 0"),
+    ([[1, -1, 2]], [5], [3], 0, "target label -1 of sample 0"),
+    ([[1, 2, 3]], [5], [3], 4, "blank 4"),
+    ([[1, 2, 3]], [6], [3], 0, "input_lengths value 6"),
+    ([[1, 2, 3]], [5], [4], 0, "target_lengths value 4"),
+    ([[1, 2, 3]], [5, 5], [3], 0, "input_lengths has 2 entries"),
+    ([1, 2, 3], [5], [3], 7, "blank 7"),
+])
+def test_a_label_or_length_outside_its_range_is_a_value_error_naming_it(
+        targets: list[Any], in_len: list[int], tg_len: list[int], blank: int,
+        named: str) -> None:
+    """Inputs: log-probabilities over 5 frames, 1 sample and 4 classes, with one bad
+    argument each (a label >= or < 0 of the class count, blank outside the classes, an
+    input length past the frames, a target length past the padded targets, a length count
+    that is not the batch). Expected: ValueError naming the bad value (torch's CPU kernel
+    reads out of bounds for labels). Pass: the message contains it."""
+    lp = torch.log_softmax(torch.zeros(5, 1, 4), -1)
+    with emulate(fallback="error"), pytest.raises(ValueError, match=re.escape(named)):
+        TF.ctc_loss(lp, torch.tensor(targets), torch.tensor(in_len), torch.tensor(tg_len),
+                    blank=blank)
