@@ -23,6 +23,7 @@ import numpy as np
 
 from .convert import from_numpy, meta, to_numpy
 from .indexops import scatter_sum
+from .poolops import adaptive_windows
 
 __all__ = ["POOLS3D"]
 
@@ -108,12 +109,10 @@ def _avg_pool3d_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, An
 def _adaptive_pairs(n: int, n_out: int) -> tuple[Any, Any, Any]:
     """Along one axis: (output, input) index pairs of torch's adaptive windows, and each
     output's window size."""
-    starts = [o * n // n_out for o in range(n_out)]
-    ends = [-(-(o + 1) * n // n_out) for o in range(n_out)]
-    outs = np.concatenate([np.full(e - b, o) for o, (b, e) in enumerate(zip(starts, ends,
-                                                                             strict=True))])
-    ins = np.concatenate([np.arange(b, e) for b, e in zip(starts, ends, strict=True)])
-    return outs, ins, np.array(ends) - np.array(starts)
+    wins = adaptive_windows(n, n_out)
+    outs = np.concatenate([np.full(len(w), o, np.int64) for o, w in enumerate(wins)])
+    ins = np.concatenate([np.asarray(w, np.int64) for w in wins])
+    return outs, ins, np.array([len(w) for w in wins])
 
 
 def _adaptive_geometry(in_sp: Any, out_sp: Any) -> tuple[Any, Any, list[Any]]:

@@ -137,8 +137,10 @@ def _avg_pool_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]
     return from_numpy(_spread_back(delta, rows, cols, (H, W)), x.dtype)
 
 
-def _adaptive_axis(n: int, n_out: int) -> list[list[int]]:
-    """torch's adaptive windows: floor(o n / n_out) up to ceil((o + 1) n / n_out)."""
+def adaptive_windows(n: int, n_out: int) -> list[list[int]]:
+    """torch's adaptive windows along one axis of ``n`` inputs: output ``o`` reads
+    ``floor(o n / n_out)`` up to ``ceil((o + 1) n / n_out)`` (exclusive); shared by the
+    2-d and 3-d adaptive pools."""
     return [list(range(o * n // n_out, -(-(o + 1) * n // n_out))) for o in range(n_out)]
 
 
@@ -157,7 +159,7 @@ def _adaptive_avg(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]
     x, size = args[:2]
     out = meta(func, args, kw)
     v = to_numpy(x).astype(np.float32)
-    rows, cols = _adaptive_axis(v.shape[-2], size[0]), _adaptive_axis(v.shape[-1], size[1])
+    rows, cols = adaptive_windows(v.shape[-2], size[0]), adaptive_windows(v.shape[-1], size[1])
     return from_numpy(_by_window(_gather_sum(v, rows, cols, (size[0], size[1])), rows, cols),
                       out.dtype)
 
@@ -168,7 +170,7 @@ def _adaptive_avg_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, 
     g, x = args[:2]
     gv = to_numpy(g).astype(np.float32)
     H, W = x.shape[-2:]
-    rows, cols = _adaptive_axis(H, gv.shape[-2]), _adaptive_axis(W, gv.shape[-1])
+    rows, cols = adaptive_windows(H, gv.shape[-2]), adaptive_windows(W, gv.shape[-1])
     return from_numpy(_spread_back(_by_window(gv, rows, cols), rows, cols, (H, W)), x.dtype)
 
 
