@@ -146,33 +146,44 @@ def test_nearest_grid_sample_and_its_gradient_equal_torchs(pad: str, align: bool
 
 @pytest.mark.clause("TRC-NN-012")
 @pytest.mark.parametrize("align", [False, True])
-def test_affine_grid_is_the_exact_dot_of_torchs_base_grid_with_theta(align: bool) -> None:
-    """Inputs: theta (2, 2, 3) of wide exponents, size (2, 1, 4, 5), an upstream
-    gradient. Expected: base x = torch.linspace(-1, 1, 5) (times 4/5 in two float32 steps
-    without align_corners), y likewise over 4, and 1; each grid point fl32(exact dot with
-    theta's row); theta's gradient fl32(exact sum over points of g * base). Pass:
-    bitwise."""
-    rng = np.random.default_rng(40 + align)
-    th = (rng.standard_normal((2, 2, 3)) * np.exp2(rng.integers(-4, 5, (2, 2, 3)))
+@pytest.mark.parametrize("spatial", [(4, 5), (3, 4, 5), (1, 2, 3)])
+@pytest.mark.filterwarnings("ignore:Since version 1.3.0, affine_grid:UserWarning")
+def test_affine_grid_is_the_exact_dot_of_torchs_base_grid_with_theta(
+        align: bool, spatial: tuple[int, ...]) -> None:
+    """Inputs: theta (2, d, d + 1) of wide exponents for a d-dimensional size (2-d
+    (H, W) = (4, 5); 3-d (D, H, W) = (3, 4, 5), and (1, 2, 3) with its one-point axis),
+    an upstream gradient. Expected: base x = torch.linspace(-1, 1, W) (times (W - 1)/W
+    in two float32 steps without align_corners; 0 for a single point), y over H, z over
+    D likewise, and 1, x varying fastest; each grid point fl32(exact dot with theta's
+    row); theta's gradient fl32(exact sum over points of g * base). Pass: bitwise."""
+    d = len(spatial)
+    rng = np.random.default_rng(40 + align + 2 * sum(spatial))
+    th = (rng.standard_normal((2, d, d + 1)) * np.exp2(rng.integers(-4, 5, (2, d, d + 1)))
           ).astype(np.float32)
-    up = rng.standard_normal((2, 4, 5, 2)).astype(np.float32)
+    points = int(np.prod(spatial))
+    up = rng.standard_normal((2, *spatial, d)).astype(np.float32)
     tt = torch.tensor(th, requires_grad=True)
     with emulate(fallback="error"):
-        grid = TF.affine_grid(tt, [2, 1, 4, 5], align_corners=align)
+        grid = TF.affine_grid(tt, [2, 1, *spatial], align_corners=align)
         grid.backward(torch.tensor(up))
 
-    def axis(n: int) -> np.ndarray:
+    def axis(n: int) -> list[Q]:
+        if n == 1:
+            return [Q(0)]
         r = torch.linspace(-1, 1, n).numpy()
-        return r if align else (r * np.float32(n - 1)) / np.float32(n)
-    bx, by = axis(5), axis(4)
-    base = [(Q(float(bx[j])), Q(float(by[i])), Q(1)) for i in range(4) for j in range(5)]
-    want = np.array([[[float(r32(sum((b * Q(float(th[n, k, m])) for m, b in enumerate(pt)), Q(0))))
-                       for k in range(2)] for pt in base] for n in range(2)], np.float32)
-    assert_bitwise_equal(grid.detach().numpy().reshape(2, 20, 2), want, msg="grid")
-    ups = up.reshape(2, 20, 2)
+        r = r if align else (r * np.float32(n - 1)) / np.float32(n)
+        return [Q(float(v)) for v in r]
+    per_axis = [axis(n) for n in spatial]  # outermost (z or y) first
+    base = [tuple(per_axis[a][idx[a]] for a in reversed(range(d))) + (Q(1),)
+            for idx in itertools.product(*[range(n) for n in spatial])]
+    want = np.array([[[float(r32(sum((b * Q(float(th[n, k, m])) for m, b in enumerate(pt)),
+                                     Q(0))))
+                       for k in range(d)] for pt in base] for n in range(2)], np.float32)
+    assert_bitwise_equal(grid.detach().numpy().reshape(2, points, d), want, msg="grid")
+    ups = up.reshape(2, points, d)
     gth = np.array([[[float(r32(sum((Q(float(ups[n, p, k])) * base[p][m]
-                                     for p in range(20)), Q(0))))
-                      for m in range(3)] for k in range(2)] for n in range(2)], np.float32)
+                                     for p in range(points)), Q(0))))
+                      for m in range(d + 1)] for k in range(d)] for n in range(2)], np.float32)
     assert tt.grad is not None
     assert_bitwise_equal(tt.grad.numpy(), gth, msg="theta gradient")
 
