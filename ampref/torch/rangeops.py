@@ -9,20 +9,38 @@ kernel contracts the expression: on x86-64 torch 2.13 gives the fused values, no
 dtype (for float32 outputs torch's own values; torch's 16-bit CPU kernels round every
 step to the dtype instead). One step gives ``start``; zero steps
 an empty tensor. Infinite or NaN ends follow IEEE arithmetic (``inf - inf = NaN``).
+
+``logspace(start, end, steps, base)`` is torch's CPU formula, which (unlike linspace's
+kernel) is compiled without contraction and works in float64: the ends rounded to the
+output dtype (16-bit dtypes through float32, as torch's conversions go), ``step =
+float64(fl_dtype(end - start)) / (steps - 1)`` (the difference in the dtype's
+arithmetic: float32 for 16-bit, then rounded to the dtype), exponents ``start + step
+i`` for the first ``steps // 2`` and ``end - step (steps - 1 - i)`` for the rest, each
+operation a float64 rounding, then the C library's float64 ``pow(base, exponent)`` (the
+function torch's kernel calls; glibc's is within 0.52 float64 ulp, not always correctly
+rounded), rounded to float32 and then to a 16-bit dtype (two roundings, as torch's
+``Half(float)`` conversion), or kept for float64. One step gives ``pow(base, start)``
+with ``start`` unrounded; zero steps an empty tensor. C's special values: ``pow``
+overflow gives ``±inf`` (negative for a negative base and an odd integer exponent), ``0``
+to a negative power ``inf`` (``-inf`` for ``-0`` and an odd integer), a negative base to a
+non-integer power NaN, NaN exponents NaN (except base 1). Integer dtypes run in torch
+(no floating rounding of the output).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
+from ampref.formats.cast import quantize
 from ampref.formats.exactsum import add_rounded, fma64
 from ampref.formats.table import get_format
 
-from .convert import from_numpy, meta
+from .convert import FLOAT_DTYPES, from_numpy, meta
 
 __all__ = ["RANGES"]
 
@@ -61,5 +79,87 @@ def _linspace(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
     return from_numpy(linspace_values(float(start), float(end), steps, cf), out.dtype)
 
 
+def _odd_integer(x: float) -> bool:
+    return x.is_integer() and math.fmod(x, 2.0) != 0.0
+
+
+def c_pow(base: float, exponent: float) -> float:
+    """C's ``pow`` in float64: :func:`math.pow` calls the C library's, but raises where C
+    returns a special value; those values restored (C99 Annex F)."""
+    try:
+        return math.pow(base, exponent)
+    except OverflowError:  # finite operands, |result| past float64's range
+        return -math.inf if base < 0 and _odd_integer(exponent) else math.inf
+    except ValueError:
+        if base == 0:  # a pole: 0 to a negative power
+            return math.copysign(math.inf, base) if _odd_integer(exponent) else math.inf
+        return math.nan  # a negative base to a non-integer power
+
+
+def _ends_in(dtype: torch.dtype, start: float, end: float) -> tuple[float, float, float]:
+    """The ends as torch's kernel holds them in ``dtype`` and their difference in the
+    dtype's arithmetic (float32 for 16-bit dtypes, then rounded to the dtype)."""
+    if dtype == torch.float64:
+        return start, end, end - start
+    with np.errstate(all="ignore"):
+        a, b = np.float32(start), np.float32(end)
+        if dtype == torch.float32:
+            return float(a), float(b), float(b - a)
+        fmt = FLOAT_DTYPES[dtype]
+        a, b = quantize(np.array([a, b]), fmt)
+        return float(a), float(b), float(quantize(np.array([b - a]), fmt)[0])
+
+
+def logspace_values(start: float, end: float, steps: int, base: float,
+                    dtype: torch.dtype) -> Any:
+    """torch's logspace values (module docstring) before the last rounding: float64."""
+    if steps <= 1:
+        return np.array([c_pow(base, start)] * steps, np.float64)
+    a, b, diff = _ends_in(dtype, start, end)
+    step = diff / (steps - 1)
+    half = steps // 2
+    # Python floats are float64 operations rounded one at a time: torch's unfused kernel
+    return np.array([c_pow(base, a + step * i) if i < half else
+                     c_pow(base, b - step * (steps - i - 1)) for i in range(steps)],
+                    np.float64)
+
+
+def _check_fits(dtype: torch.dtype, named: dict[str, float]) -> None:
+    """torch converts these values to ``dtype`` with a check (c10's ``overflows``): a
+    finite one beyond the dtype's largest finite value is an error, even one that would
+    round to it."""
+    top = torch.finfo(dtype).max
+    for name, v in named.items():
+        if math.isfinite(v) and abs(v) > top:
+            raise ValueError(f"logspace: {name} {v!r} cannot be converted to {dtype} "
+                             f"without overflow (largest finite {top!r})")
+
+
+_LOGSPACE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _logspace(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    out = meta(func, args, kw)
+    start, end, steps, base = (args + (None,) * 4)[:4]
+    start, end = kw.get("start", start), kw.get("end", end)
+    steps = int(kw.get("steps", steps))
+    base = float(kw.get("base", 10.0 if base is None else base))
+    if out.dtype not in _LOGSPACE_DTYPES:
+        raise TypeError(f"logspace: dtype {out.dtype} has no CPU kernel in torch; allowed "
+                        f"floating dtypes: {', '.join(map(str, _LOGSPACE_DTYPES))}")
+    start, end = float(start), float(end)
+    # more than one step converts the ends to the dtype with a check; one step fills
+    # pow(base, start), checked for float32 only (16-bit fills overflow to inf)
+    if steps > 1:
+        _check_fits(out.dtype, {"start": start, "end": end})
+    elif steps == 1 and out.dtype == torch.float32:
+        _check_fits(out.dtype, {f"pow({base!r}, start)": c_pow(base, start)})
+    values = logspace_values(start, end, steps, base, out.dtype)
+    if out.dtype != torch.float64:
+        with np.errstate(all="ignore"):
+            values = values.astype(np.float32)  # torch's Half(float(x)): two roundings
+    return from_numpy(values, out.dtype)
+
+
 #: aten op name (overload packet) -> handler
-RANGES: dict[str, Handler] = {"linspace": _linspace}
+RANGES: dict[str, Handler] = {"linspace": _linspace, "logspace": _logspace}
