@@ -1,14 +1,19 @@
-"""aten's ``linspace`` on ampref's numerics (``specs/torch.md`` TRC-PWO-003).
+"""aten's ``linspace`` and ``logspace`` as torch's CPU kernels compute them
+(``specs/torch.md`` TRC-PWO-003).
 
-``linspace(start, end, steps)`` is torch's CPU formula in the compute format (float32;
-float64 for float64 outputs), each operation rounded nearest-even: ``step = fl(fl(end
-- start) / (steps - 1))``; the first ``steps // 2`` values ``fl(start + step i)``, the
-rest ``fl(end - step (steps - 1 - i))``, each one fused multiply-add (torch's compiled
-kernel contracts the expression: on x86-64 torch 2.13 gives the fused values, not
-``fl(start + fl(step i))``), so both ends are exact; then rounded once to the output
-dtype (for float32 outputs torch's own values; torch's 16-bit CPU kernels round every
-step to the dtype instead). One step gives ``start``; zero steps
-an empty tensor. Infinite or NaN ends follow IEEE arithmetic (``inf - inf = NaN``).
+``linspace(start, end, steps)`` for float32 and float64 outputs is torch's formula in
+that format, each operation rounded nearest-even: ``step = fl(fl(end - start) / (steps
+- 1))``; the first ``steps // 2`` values ``fl(start + step i)``, the rest ``fl(end -
+step (steps - 1 - i))``, each one fused multiply-add (torch's compiled kernel contracts
+the expression: on x86-64 torch 2.13 gives the fused values, not ``fl(start + fl(step
+i))``), so both ends are exact. For float16 and bfloat16 outputs it is torch's c10
+arithmetic, every operation done in float32 and rounded to the dtype (nothing to fuse):
+the ends ``Half(float(x))``, ``step = h(h(end - start) / h(steps - 1))``, values ``h(start
++ h(step h(i)))`` and ``h(end - h(step h(steps - 1 - i)))`` (an integer operand is made
+Half first). One step gives ``start`` (16-bit: through float32); zero steps an empty
+tensor. Infinite or NaN ends follow IEEE arithmetic (``inf - inf = NaN``). With more than
+one step a finite end beyond the dtype's largest finite value is a ValueError naming it
+(torch raises), and so is one float32 step's value.
 
 ``logspace(start, end, steps, base)`` is torch's CPU formula, which (unlike linspace's
 kernel) is compiled without contraction and works in float64: the ends rounded to the
@@ -67,16 +72,36 @@ def linspace_values(start: float, end: float, steps: int, cf: Any) -> Any:
     return np.where(idx < half, low, high).astype(cf)
 
 
+def narrow_linspace_values(start: float, end: float, steps: int, fmt: str) -> Any:
+    """torch's 16-bit CPU linspace (module docstring): float32 values of ``fmt``."""
+    with np.errstate(all="ignore"):
+        def r(x: Any) -> Any:  # one c10 Half/BFloat16 operation: float32, then fmt
+            return quantize(np.asarray(x, np.float32), fmt)
+        a, b = r([start, end])  # Half(float(double)): two roundings, as torch's
+        if steps <= 1:
+            return np.full(steps, a, np.float32)
+        idx = np.arange(steps)
+        step = r(r(b - a) / r(steps - 1))  # Half / int64_t: the integer made Half first
+        low = r(a + r(step * r(idx)))
+        high = r(b - r(step * r(steps - 1 - idx)))
+    return np.where(idx < steps // 2, low, high)
+
+
 def _linspace(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     out = meta(func, args, kw)
     start, end, steps = (args + (None,) * 3)[:3]
     start = kw.get("start", start)
     end = kw.get("end", end)
     steps = int(kw.get("steps", steps))
-    if isinstance(start, torch.Tensor) or isinstance(end, torch.Tensor):
-        start, end = float(start), float(end)  # 0-d tensors (linspace.Tensor_* overloads)
-    cf = np.float64 if out.dtype == torch.float64 else np.float32
-    return from_numpy(linspace_values(float(start), float(end), steps, cf), out.dtype)
+    # 0-d tensors (linspace.Tensor_* overloads) become floats too
+    start, end = float(start), float(end)
+    _check_ends("linspace", out.dtype, start, end, steps, {"start": start})
+    if out.dtype in (torch.float16, torch.bfloat16):
+        values = narrow_linspace_values(start, end, steps, FLOAT_DTYPES[out.dtype])
+    else:
+        cf = np.float64 if out.dtype == torch.float64 else np.float32
+        values = linspace_values(start, end, steps, cf)
+    return from_numpy(values, out.dtype)
 
 
 def _odd_integer(x: float) -> bool:
@@ -124,14 +149,24 @@ def logspace_values(start: float, end: float, steps: int, base: float,
                     np.float64)
 
 
-def _check_fits(dtype: torch.dtype, named: dict[str, float]) -> None:
-    """torch converts these values to ``dtype`` with a check (c10's ``overflows``): a
-    finite one beyond the dtype's largest finite value is an error, even one that would
-    round to it."""
+def _check_ends(op: str, dtype: torch.dtype, start: float, end: float, steps: int,
+                single: dict[str, float]) -> None:
+    """torch converts the ends to ``dtype`` with a check (c10's ``overflows``) when
+    there is more than one step: a finite end beyond the dtype's largest finite value is
+    an error, even one that would round to it. One step fills ``single``'s value,
+    checked for float32 only (a 16-bit fill overflows to inf)."""
+    if not dtype.is_floating_point:
+        return
+    if steps > 1:
+        named = {"start": start, "end": end}
+    elif steps == 1 and dtype == torch.float32:
+        named = single
+    else:
+        return
     top = torch.finfo(dtype).max
     for name, v in named.items():
         if math.isfinite(v) and abs(v) > top:
-            raise ValueError(f"logspace: {name} {v!r} cannot be converted to {dtype} "
+            raise ValueError(f"{op}: {name} {v!r} cannot be converted to {dtype} "
                              f"without overflow (largest finite {top!r})")
 
 
@@ -148,12 +183,8 @@ def _logspace(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
         raise TypeError(f"logspace: dtype {out.dtype} has no CPU kernel in torch; allowed "
                         f"floating dtypes: {', '.join(map(str, _LOGSPACE_DTYPES))}")
     start, end = float(start), float(end)
-    # more than one step converts the ends to the dtype with a check; one step fills
-    # pow(base, start), checked for float32 only (16-bit fills overflow to inf)
-    if steps > 1:
-        _check_fits(out.dtype, {"start": start, "end": end})
-    elif steps == 1 and out.dtype == torch.float32:
-        _check_fits(out.dtype, {f"pow({base!r}, start)": c_pow(base, start)})
+    _check_ends("logspace", out.dtype, start, end, steps,
+                {f"pow({base!r}, start)": c_pow(base, start) if steps == 1 else 0.0})
     values = logspace_values(start, end, steps, base, out.dtype)
     if out.dtype != torch.float64:
         with np.errstate(all="ignore"):

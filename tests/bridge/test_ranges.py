@@ -60,6 +60,64 @@ def test_linspace_equals_torchs_kernel_on_random_ranges(dtype: Any) -> None:
                              msg=f"linspace({a}, {b}, {n})")
 
 
+
+@pytest.mark.clause("TRC-PWO-003")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_linspace_rounds_every_operation_to_the_dtype(dtype: Any) -> None:
+    """Inputs: 30 random (start, end) of exponents -3..2 (inside float16's range),
+    steps 0..3000 (seeded), plus (0, 1, 2049) whose step count float16 cannot hold.
+    Expected: an independent model of c10's arithmetic written with ml_dtypes: ends
+    rounded float64 -> float32 -> dtype, step = h(h(end - start) / h(steps - 1)),
+    values h(start + h(step h(i))) below steps // 2, else h(end - h(step h(steps - 1 -
+    i))), h = float32 operation then dtype; and torch's own kernel. Pass: bitwise to
+    both."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    nd = np.float16 if dtype == torch.float16 else ml_dtypes.bfloat16
+
+    def h(x: Any) -> Any:
+        return nd(np.float32(x))
+
+    def model(a: float, b: float, n: int) -> np.ndarray:
+        s, e = h(a), h(b)
+        if n <= 1:
+            return np.array([s] * n, np.float32)
+        step = h(np.float32(h(np.float32(e) - np.float32(s))) / np.float32(h(n - 1)))
+        fs, fe, fst = np.float32(s), np.float32(e), np.float32(step)
+        return np.array([h(fs + np.float32(h(fst * np.float32(h(i))))) if i < n // 2 else
+                         h(fe - np.float32(h(fst * np.float32(h(n - 1 - i)))))
+                         for i in range(n)], np.float32)
+    rng = np.random.default_rng(31)
+    cases = [(0.0, 1.0, 2049)] + [
+        (float(a), float(b), int(n)) for a, b, n in zip(
+            rng.uniform(-60, 60, 30) * 10.0 ** rng.integers(-3, 3, 30),
+            rng.uniform(-60, 60, 30) * 10.0 ** rng.integers(-3, 3, 30),
+            rng.integers(0, 3001, 30), strict=True)]
+    for a, b, n in cases:
+        with emulate(fallback="error"):
+            got = torch.linspace(a, b, n, dtype=dtype).float().numpy()
+        msg = f"linspace({a!r}, {b!r}, {n}, {dtype})"
+        assert_bitwise_equal(got, model(a, b, n), msg=msg + " vs the c10 model")
+        assert_bitwise_equal(got, torch.linspace(a, b, n, dtype=dtype).float().numpy(),
+                             msg=msg + " vs torch")
+
+
+@pytest.mark.clause("TRC-PWO-003")
+@pytest.mark.parametrize("dtype,start,steps,named", [
+    (torch.float16, 65505.0, 2, "start 65505.0"),
+    (torch.bfloat16, 1e39, 3, "start 1e+39"),
+    (torch.float32, 1e39, 1, "start 1e+39"),
+])
+def test_a_linspace_end_the_dtype_cannot_hold_is_a_value_error_where_torch_errs(
+        dtype: Any, start: float, steps: int, named: str) -> None:
+    """Inputs: an end past the dtype's largest finite value (65505 rounds to float16's
+    65504 but is past it), or one float32 step of 1e39. Expected: torch raises; the
+    emulation raises ValueError naming it (16-bit single steps overflow to inf in both).
+    Pass: both raise, the message names it."""
+    with pytest.raises(RuntimeError, match="without overflow"):
+        torch.linspace(start, 1.0, steps, dtype=dtype)
+    with emulate(fallback="error"), pytest.raises(ValueError, match=re.escape(named)):
+        torch.linspace(start, 1.0, steps, dtype=dtype)
+
 _LOG_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
 
