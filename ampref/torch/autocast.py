@@ -148,7 +148,7 @@ class _Region:
         first = args[0] if args else None
         if plan.output is not None and _eligible(first):
             if name in APPEND_DTYPE:
-                return _overload(APPEND_DTYPE[name])(*args, torch.float32, **kwargs)
+                return _append_dtype(op, name, args, kwargs)
             args, kwargs = _with_dtype(op, args, kwargs)
         return op(*args, **kwargs)
 
@@ -156,6 +156,19 @@ class _Region:
 def _overload(name: str) -> Any:
     base, _, overload = name.partition(".")
     return getattr(getattr(torch.ops.aten, base), overload or "default")
+
+
+def _append_dtype(op: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """torch's fp32_append_dtype redispatch: the ``dtype`` overload called with every
+    positional argument of ``op`` (defaults filled in: a caller, or torch's own dispatch,
+    leaves defaulted trailing ones out, and ``norm.ScalarOpt_dim_dtype``'s ``keepdim``
+    has no default) and ``dtype=float32``."""
+    full, kw = list(args), dict(kwargs)
+    for a in op._schema.arguments[len(args):]:
+        if a.kwarg_only:
+            break
+        full.append(kw.pop(a.name) if a.name in kw else a.default_value)
+    return _overload(APPEND_DTYPE[name])(*full, dtype=torch.float32, **kw)
 
 
 def _with_dtype(op: Any, args: tuple[Any, ...],

@@ -91,6 +91,8 @@ EXACT = frozenset({
     "eye", "cummax", "cummin", "max_unpool2d", "max_unpool3d", "fractional_max_pool2d",
     "fractional_max_pool3d", "_pack_padded_sequence", "_pad_packed_sequence",
     "max_pool_double_backward",
+    # a step function's values are 0, 1 or the given value; copies of rows by index
+    "heaviside", "heaviside_", "index_copy", "index_copy_",
 })
 
 

@@ -18,6 +18,7 @@ from .base import HANDLERS, ModeBase, UnsupportedOpError, elements, passes_throu
 from .cudacalls import intercepted
 from .layout import match_layout
 from .measures import count_nonfinite
+from .outargs import functional_form, out_names, store
 from .recipes import RecipeLinears
 
 __all__ = ["emulate"]
@@ -82,11 +83,15 @@ class emulate(ModeBase):  # noqa: N801 - used as a context manager, like torch.a
         if passes_through(func, name, handler, args, kwargs):
             return func(*args, **kwargs)
         rec = self.report.record(self.path(), name)
+        outs = out_names(func)
         try:
             if handler is None:
                 raise UnsupportedOpError("no reference implementation")
+            call, kw = functional_form(func, kwargs)
             with suspended():  # torch's casts are already in the graph: no engine autocast
-                out = match_layout(func, args, kwargs, handler(self, func, args, kwargs))
+                out = match_layout(call, args, kw, handler(self, call, args, kw))
+            if outs:
+                out = store([kwargs[n] for n in outs], out)
         except NotImplementedError as e:
             if self.fallback != "torch":
                 raise UnsupportedOpError(

@@ -267,7 +267,7 @@ NN: dict[str, Handler] = {
     "gelu_backward": _gelu_bwd,
     "mm": _mm, "bmm": _mm, "addmm": _addmm, "baddbmm": _addmm, "addmv": _addmv_addr,
     "addr": _addmv_addr, "addbmm": _addbmm, "linalg_cross": _cross,
-    "dot": _dot, "mv": _dot, "trace": _trace, "round": _round, "round_": _round,
+    "dot": _dot, "vdot": _dot, "mv": _dot, "trace": _trace, "round": _round, "round_": _round,
     "sum": _sum, "mean": _mean,
     "mse_loss": _mse, "mse_loss_backward": _mse_bwd,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa,

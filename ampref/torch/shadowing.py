@@ -15,6 +15,7 @@ from ampref.policy.autocast import suspended
 
 from .base import HANDLERS, ModeBase, UnsupportedOpError, elements, passes_through
 from .measures import DEFINITION_NOTES, compare, count_nonfinite
+from .outargs import functional_form
 
 __all__ = ["shadow"]
 
@@ -75,8 +76,9 @@ class shadow(ModeBase):  # noqa: N801 - a context manager
         try:
             if handler is None:
                 raise UnsupportedOpError("no ampref reference")
+            call, kw = functional_form(func, kw_copies)
             with suspended():
-                ours = handler(self, func, copies, kw_copies)
+                ours = handler(self, call, copies, kw)
         except NotImplementedError as e:
             if self.fallback != "torch":
                 raise UnsupportedOpError(
