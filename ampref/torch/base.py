@@ -39,6 +39,7 @@ from .specialfns import SPECIAL
 from .statops import STATS
 from .trilinear import TRILINEAR
 from .vecnorms import VECTOR_NORMS
+from .weightnorm import WEIGHT_NORM
 
 __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "passes_through",
            "supported_ops"]
@@ -50,7 +51,7 @@ HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES,
                                             **INTERPOLATION, **VECTOR_NORMS, **BAGS,
                                             **MARGINS, **POOLS3D, **RRELU,
                                             **RANGES, **TRILINEAR, **SPECIAL, **CTC,
-                                            **GRIDS}
+                                            **GRIDS, **WEIGHT_NORM}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
