@@ -2,8 +2,8 @@
 bridge's dtype and coverage tests: an MLP, a CNN with batch norm, a torchvision-style
 ResNet (overlapping max pool, bias-free convs, projection shortcut), an ``nn.TransformerEncoder``
 language model with a causal mask, a GPT with a ``masked_fill(-inf)`` mask and manual
-attention, an LSTM and a GRU language model. Each ``case`` gives the model, its inputs and
-the loss of one training step."""
+attention, an LSTM and a GRU language model, and a weight-normed triplet-loss embedding
+net. Each ``case`` gives the model, its inputs and the loss of one training step."""
 
 from __future__ import annotations
 
@@ -165,6 +165,25 @@ class RNNLM(nn.Module):
         return self.decoder(self.drop(out))
 
 
+class Metric(nn.Module):
+    """A triplet-loss embedding net (verification models): a weight-normed projection,
+    1-d convolution, L2-normalised embeddings; anchors, positives and negatives stacked
+    on the first dimension."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 8, 3, padding=1))
+        self.proj = nn.utils.parametrizations.weight_norm(nn.Linear(8 * 10, 16))
+
+    def forward(self, x: Any) -> Any:
+        h = F.gelu(self.conv(x.flatten(0, 1)))
+        return F.normalize(self.proj(h.flatten(1)), dim=-1).unflatten(0, (3, -1))
+
+
+def _triplet(out: Any) -> Any:
+    return F.triplet_margin_loss(out[0], out[1], out[2], margin=0.5)
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -192,6 +211,8 @@ def case(name: str) -> Case:
     if name == "cnn":
         y = torch.randint(0, 10, (4,))
         return Case(name, CNN(), torch.randn(4, 3, 8, 8), _ce(y))
+    if name == "metric":
+        return Case(name, Metric(), torch.randn(3, 4, 4, 10), _triplet)
     if name == "resnet":
         y = torch.randint(0, 10, (2,))
         return Case(name, ResNet(), torch.randn(2, 3, 32, 32), _ce(y))
@@ -202,4 +223,4 @@ def case(name: str) -> Case:
     return Case(name, models[name](), ids[:, :-1], _ce(tgt, flat=True))
 
 
-NAMES = ["mlp", "cnn", "resnet", "transformer", "gpt", "lstm", "gru"]
+NAMES = ["mlp", "cnn", "resnet", "transformer", "gpt", "lstm", "gru", "metric"]
