@@ -23,6 +23,7 @@ from ampref.common.smoothfn import sigmoid as sigmoid64
 from ampref.scaling.machine import ScalerConfig, ScalerState, transition
 
 from .convert import from_numpy, is_float, meta, to_numpy
+from .fusedops import fused, narrow_table, pow_formula, wide
 
 __all__ = ["POINTWISE", "clamp", "pointwise", "wide"]
 
@@ -47,15 +48,6 @@ def _operands(args: tuple[Any, ...], cf: Any) -> list[Any]:
     return vals
 
 
-def wide(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Evaluate ``fn`` in float64 and round to float32 (kept in float64 for float64)."""
-    def run(*xs: Any) -> Any:
-        dt = xs[0].dtype if hasattr(xs[0], "dtype") else np.float32
-        r = fn(*(np.asarray(x, dtype=np.float64) for x in xs))
-        return r if dt == np.float64 else np.asarray(r).astype(np.float32)
-    return run
-
-
 class _Out:
     """Output dtype and shape of a pointwise op whose tensors share one floating dtype:
     that dtype (Python scalars are weak in torch's promotion), and the broadcast of the
@@ -76,15 +68,18 @@ def _out(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], inplace: bool
     return meta(func, args, kwargs)
 
 
-def pointwise(fn: Callable[..., Any], *, inplace: bool = False) -> Handler:
-    """A handler computing ``fn`` on the operands and rounding into torch's output."""
+def pointwise(fn: Callable[..., Any], *, inplace: bool = False,
+              narrow: dict[torch.dtype, Callable[..., Any]] | None = None) -> Handler:
+    """A handler computing ``fn`` on the operands and rounding into torch's output;
+    ``narrow`` gives another formula for an output dtype whose torch kernel differs."""
     def handler(ctx: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = _out(func, args, kwargs, inplace)
         cf = _compute_dtype(out)
         vals = _operands(args, cf)
         kw = {k: (cf(v) if isinstance(v, float) else v) for k, v in kwargs.items()}
+        f = (narrow or {}).get(out.dtype, fn)
         with np.errstate(all="ignore"):
-            r = np.broadcast_to(fn(*vals, **kw), tuple(out.shape))
+            r = np.broadcast_to(f(*vals, **kw), tuple(out.shape))
         result = from_numpy(r, out.dtype)
         if inplace:
             return args[0].copy_(result)
@@ -93,11 +88,11 @@ def pointwise(fn: Callable[..., Any], *, inplace: bool = False) -> Handler:
 
 
 def _add(x: Any, y: Any, alpha: Any = 1) -> Any:
-    return x + (y if alpha == 1 else alpha * y)
+    return x + y if alpha == 1 else fused(alpha, y, x)
 
 
 def _sub(x: Any, y: Any, alpha: Any = 1) -> Any:
-    return x - (y if alpha == 1 else alpha * y)
+    return x - y if alpha == 1 else fused(-alpha, y, x)
 
 
 def _div(x: Any, y: Any, rounding_mode: str | None = None) -> Any:
@@ -108,14 +103,17 @@ def _div(x: Any, y: Any, rounding_mode: str | None = None) -> Any:
 
 
 def _lerp(x: Any, end: Any, weight: Any) -> Any:
-    """torch's formula: w < 0.5 ? x + w (end - x) : end - (end - x) (1 - w)."""
+    """torch's formula, both branches fused: |w| < 0.5 ? fl(x + w fl(end - x)) :
+    fl(end - fl(end - x) fl(1 - w))."""
     w = np.asarray(weight)
     one = w.dtype.type(1)
-    return np.where(np.abs(w) < 0.5, x + w * (end - x), end - (end - x) * (one - w))
+    d = end - x
+    return np.where(np.abs(w) < 0.5, fused(w, d, x), fused(-d, one - w, end))
 
 
 def _addcmul(x: Any, t1: Any, t2: Any, value: Any = 1) -> Any:
-    return x + (t1 if value == 1 else value * t1) * t2
+    """fl(x + fl(v t1) t2), the last product fused into the sum (torch's kernel)."""
+    return fused(t1 if value == 1 else value * t1, t2, x)
 
 
 def _addcdiv(x: Any, t1: Any, t2: Any, value: Any = 1) -> Any:
@@ -191,15 +189,16 @@ _FORMULAS: dict[str, Callable[..., Any]] = {
         "expm1": np.expm1, "exp2": np.exp2, "hypot": np.hypot, "logaddexp": np.logaddexp,
         "logaddexp2": np.logaddexp2}.items()},
     "remainder": _remainder, "logit": _logit, "logit_backward": _logit_backward,
-    "pow": wide(np.power), "lerp": _lerp, "addcmul": _addcmul, "addcdiv": _addcdiv,
+    "pow": pow_formula, "lerp": _lerp, "addcmul": _addcmul, "addcdiv": _addcdiv,
     "clamp": clamp, "clamp_min": lambda x, m: clamp(x, min=m),
     "clamp_max": lambda x, m: clamp(x, max=m),
     "xlogy": _xlogy, "maximum": np.maximum, "minimum": np.minimum,
     "where": lambda c, x, y: np.where(c, x, y),
-    "tanh_backward": lambda g, y: g * (y.dtype.type(1) - y * y),
+    # torch's kernels: 1 - y y fused (the compiler contracts it); (g (1 - y)) y in order
+    "tanh_backward": lambda g, y: g * fused(-y, y, y.dtype.type(1)),
     "silu_backward": lambda g, x: g * wide(
         lambda v: (lambda s: s * (1.0 + v * (1.0 - s)))(sigmoid64(np, v)))(x),
-    "sigmoid_backward": lambda g, y: g * (y * (y.dtype.type(1) - y)),
+    "sigmoid_backward": lambda g, y: (g * (y.dtype.type(1) - y)) * y,
     # torch: x <= t ? 0 : g, so a NaN input passes its gradient
     "threshold_backward": lambda g, x, t: np.where(x <= t, g.dtype.type(0), g),
     "masked_fill": lambda x, m, v: np.where(m, v, x),
@@ -266,10 +265,11 @@ def _foreach(single: Handler, base: Any, inplace: bool) -> Handler:
 
 def _build() -> dict[str, Handler]:
     table: dict[str, Handler] = {}
+    narrow = narrow_table()
     for name, fn in _FORMULAS.items():
-        table[name] = pointwise(fn)
+        table[name] = pointwise(fn, narrow=narrow.get(name))
         if hasattr(torch.ops.aten, name + "_"):
-            table[name + "_"] = pointwise(fn, inplace=True)
+            table[name + "_"] = pointwise(fn, inplace=True, narrow=narrow.get(name))
     table["_to_copy"] = _cast
     table["copy_"] = _copy
     table["_amp_foreach_non_finite_check_and_unscale_"] = _unscale

@@ -2,14 +2,16 @@
 independent oracle, for fp16, bf16 and fp32 tensors (TRC-PWO-001).
 
 The rule the table implements: + - * / are float32 operations in the formula's order,
-each exactly rounded; exp, log, tanh, sigmoid, sqrt, rsqrt, pow, gelu and silu are the
-function's value rounded to float32 ("float64, then round"); the float32 result is
-rounded once into the output dtype. The oracle computes each step exactly with
-``fractions.Fraction`` and the transcendental values with ``decimal`` at 60 digits, then
-rounds with the rational rounding of tests/oracle.py; nothing is taken from the bridge.
-A formula computed in float32 instead (errors near 1 ulp) differs on a good fraction of
-the 300 inputs per case; the float64 path differs from the 60-digit value only within
-~2^-50 of a float32 rounding boundary (not met by these inputs)."""
+each exactly rounded, except the multiply-adds torch's kernels fuse (one rounding); exp,
+log, tanh, sigmoid, sqrt, rsqrt, pow, gelu and silu are the function's value rounded to
+float32 ("float64, then round"); the float32 result is rounded once into the output
+dtype. The fused and 16-bit kernels are also compared with torch's own words. The oracle
+computes each step exactly with ``fractions.Fraction`` and the transcendental values
+with ``decimal`` at 60 digits, then rounds with the rational rounding of
+tests/oracle.py; nothing is taken from the bridge. A formula computed in float32 instead
+(errors near 1 ulp) differs on a good fraction of the 300 inputs per case; the float64
+path differs from the 60-digit value only within ~2^-50 of a float32 rounding boundary
+(not met by these inputs)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ from oracle import round_value  # noqa: E402
 from value_oracles import DTYPES, SQRT2, erfc_d, gelu_tanh_d, r32, sigmoid_d, tanh_d, wide  # noqa: E402
 
 import ampref  # noqa: E402
+from ampref.testing import assert_bitwise_equal  # noqa: E402
+from ampref.torch import emulate  # noqa: E402
 from ampref.torch.pointwise import POINTWISE  # noqa: E402
 
 LN2 = Decimal(2).ln()
@@ -50,9 +54,10 @@ ORACLES: dict[str, tuple[int, str, Callable[..., Q]]] = {
     "silu": (1, "any", wide(lambda d: d * sigmoid_d(d))),
     "relu": (1, "any", lambda x: max(x, Q(0))),
     "pow": (2, "pos", wide(lambda a, b: (b * a.ln()).exp())),
-    "lerp": (3, "any", lambda x, e, w: (r32(x + r32(w * r32(e - x))) if abs(w) < Q(1, 2)
-                                        else r32(e - r32(r32(e - x) * r32(1 - w))))),
-    "addcmul": (3, "any", lambda x, a, b: r32(x + r32(a * b))),
+    # torch's kernels fuse these multiply-adds: one rounding for product and sum
+    "lerp": (3, "any", lambda x, e, w: (r32(x + w * r32(e - x)) if abs(w) < Q(1, 2)
+                                        else r32(e - r32(e - x) * r32(1 - w)))),
+    "addcmul": (3, "any", lambda x, a, b: r32(x + a * b)),
     "addcdiv": (3, "nonzero", lambda x, a, b: r32(x + r32(a / b))),
     "xlogy": (2, "pos", lambda x, y: r32(x * wide(lambda d: d.ln())(y))),
     "remainder": (2, "nonzero", lambda x, y: (lambda m: r32(m + y) if m != 0 and (m < 0) != (
@@ -64,11 +69,22 @@ ORACLES: dict[str, tuple[int, str, Callable[..., Q]]] = {
     "logit_backward": (2, "unit", lambda g, x: r32(g / r32(x * r32(1 - x)))),
     "maximum": (2, "any", max),
     "minimum": (2, "any", min),
-    "tanh_backward": (2, "any", lambda g, y: r32(g * r32(1 - r32(y * y)))),
-    "sigmoid_backward": (2, "any", lambda g, y: r32(g * r32(y * r32(1 - y)))),
+    "tanh_backward": (2, "any", lambda g, y: r32(g * r32(1 - y * y))),
+    "sigmoid_backward": (2, "any", lambda g, y: r32(r32(g * r32(1 - y)) * y)),
     "silu_backward": (2, "any", lambda g, x: r32(g * wide(
         lambda d: sigmoid_d(d) * (1 + d * (1 - sigmoid_d(d))))(x))),
 }
+#: (name, dtype) whose torch kernel works in the 16-bit dtype's own arithmetic: each
+#: float32 step rounded to the dtype (float16's sigmoid backward)
+NARROW_ORACLES: dict[tuple[str, str], Callable[..., Q]] = {
+    ("sigmoid_backward", "float16"): lambda g, y: _h16(_h16(g * _h16(1 - y)) * y)}
+
+
+def _h16(v: Q) -> Q:
+    """One float16 operation: the float32 step, then rounded to float16 (finite here)."""
+    return Q(round_value(r32(v), ampref.get_format("float16")))
+
+
 # formulas with non-tensor arguments or exact selections: their own cases below
 SELECTIONS = {"clamp", "clamp_min", "clamp_max", "where", "masked_fill", "threshold_backward"}
 # elementary functions: their 60-digit mpmath oracles are in test_elementary_functions.py
@@ -112,9 +128,12 @@ def test_each_pointwise_formula_is_float32_steps_or_float64_then_round(name: str
                                                                        dtype: str) -> None:
     """Inputs: 300 random values per operand (normal, scaled by 2^-3..2^3, positive or
     nonzero where the function needs it) rounded to ``dtype``. Expected: the oracle's
-    value (exact float32 steps / 60-digit function value rounded to float32) rounded once
-    to ``dtype``. Pass: every element bitwise equal (values compared exactly)."""
+    value (exact float32 steps, fused multiply-adds one step, or the 60-digit function
+    value rounded to float32) rounded once to ``dtype`` (float16's sigmoid backward:
+    every step rounded to float16). Pass: every element bitwise equal (values compared
+    exactly)."""
     arity, domain, oracle = ORACLES[name]
+    oracle = NARROW_ORACLES.get((name, dtype), oracle)
     arrays = [_inputs(domain, dtype, 300, seed=k + 17) for k in range(arity)]
     if name == "lerp":  # weights on both sides of 0.5, as lerp's two branches
         w = np.random.default_rng(3).uniform(-0.5, 1.5, 300)
@@ -160,13 +179,15 @@ def test_selections_keep_values_exactly_and_propagate_nan(dtype: str) -> None:
 @pytest.mark.clause("TRC-PWO-001")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ["addcmul", "addcdiv", "add", "sub"])
-def test_a_scalar_multiplier_is_rounded_to_float32_and_applied_first(name: str,
-                                                                     dtype: str) -> None:
+def test_a_scalar_multiplier_is_rounded_first_and_applied_as_torchs_kernel(
+        name: str, dtype: str) -> None:
     """Inputs: 300 random operands in ``dtype`` and value/alpha = 0.3 (not a float32
-    value). Expected: 0.3 rounded to float32 first (weak scalar), then aten's order:
-    x + (v t1) t2, x + (v t1) / t2, x +- (a y), each step a float32 rounding, the result
-    rounded to ``dtype``. Pass: every element equal."""
+    value). Expected: 0.3 rounded to float32 first (weak scalar; alpha further to a
+    16-bit ``dtype``, as torch's add kernel does), then torch's kernels: x + fl(v t1) t2
+    and x +- a y with the product fused into the sum (one rounding), x + fl(v t1) / t2
+    in float32 steps; the result rounded to ``dtype``. Pass: every element equal."""
     v = r32(Q(0.3))
+    a = v if dtype == "float32" else round_value(v, ampref.get_format(dtype))
     arity = 3 if name.startswith("addc") else 2
     arrays = [_inputs("nonzero", dtype, 300, seed=k + 5) for k in range(arity)]
     key = "value" if arity == 3 else "alpha"
@@ -174,10 +195,10 @@ def test_a_scalar_multiplier_is_rounded_to_float32_and_applied_first(name: str,
     got = np.asarray(POINTWISE[name](None, getattr(torch.ops.aten, name), args,
                                      {key: 0.3}).double().numpy())
     table: dict[str, Callable[..., Q]] = {
-        "addcmul": lambda x, a, b: r32(x + r32(r32(v * a) * b)),
-        "addcdiv": lambda x, a, b: r32(x + r32(r32(v * a) / b)),
-        "add": lambda x, y: r32(x + r32(v * y)),
-        "sub": lambda x, y: r32(x - r32(v * y))}
+        "addcmul": lambda x, t1, t2: r32(x + r32(v * t1) * t2),
+        "addcdiv": lambda x, t1, t2: r32(x + r32(r32(v * t1) / t2)),
+        "add": lambda x, y: r32(x + a * y),
+        "sub": lambda x, y: r32(x - a * y)}
     steps = table[name]
     fmt = ampref.get_format(dtype)
     want = [float(round_value(steps(*(Q(float(a[i])) for a in arrays)), fmt))
@@ -220,3 +241,50 @@ def test_sigmoid_forms_keep_their_accuracy_in_the_far_negative_tail(name: str) -
     oracle = ORACLES[name][2]
     want = [float(oracle(*(Q(float(a[i])) for a in arrays))) for i in range(x.size)]
     assert got.tolist() == want, list(zip(x.tolist(), got.tolist(), want, strict=True))
+
+
+#: calls whose torch 2.13 CPU kernels fuse a multiply-add, substitute arithmetic for a
+#: scalar power, or (16-bit) round alpha or steps to the dtype
+TORCH_KERNEL_CASES: dict[str, Callable[..., Any]] = {
+    "add alpha": lambda x, y, z, w: torch.add(x, y, alpha=0.3),
+    "sub alpha": lambda x, y, z, w: torch.sub(x, y, alpha=-1.7),
+    "rsub alpha": lambda x, y, z, w: torch.rsub(x, y, alpha=0.3),
+    "add_ alpha": lambda x, y, z, w: x.clone().add_(y, alpha=-0.01),
+    "_foreach_add_ alpha": lambda x, y, z, w: (lambda c: (torch._foreach_add_(c, [y], alpha=0.1),
+                                                         c[0])[1])([x.clone()]),
+    "addcmul": lambda x, y, z, w: torch.addcmul(x, y, z, value=0.3),
+    "addcmul_ value 1": lambda x, y, z, w: x.clone().addcmul_(y, z),
+    "lerp scalar small": lambda x, y, z, w: torch.lerp(x, y, 0.1),
+    "lerp scalar large": lambda x, y, z, w: torch.lerp(x, y, 0.9),
+    "lerp tensor": lambda x, y, z, w: torch.lerp(x, y, w),
+    "_foreach_lerp_": lambda x, y, z, w: (lambda c: (torch._foreach_lerp_(c, [y], 0.1),
+                                                    c[0])[1])([x.clone()]),
+    "tanh_backward": lambda x, y, z, w: torch.ops.aten.tanh_backward(x, w / 2),
+    "sigmoid_backward": lambda x, y, z, w: torch.ops.aten.sigmoid_backward(x, w.abs() / 2),
+    "pow 3": lambda x, y, z, w: x ** 3,
+    "pow -2": lambda x, y, z, w: x ** -2,
+    "pow -1": lambda x, y, z, w: torch.pow(x, -1),
+}
+
+
+@pytest.mark.clause("TRC-PWO-001")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
+@pytest.mark.parametrize("name", sorted(TORCH_KERNEL_CASES))
+def test_fused_and_substituted_formulas_equal_torchs_kernels(name: str, dtype: str) -> None:
+    """Inputs: 1,024 random operands (x, y, z in [-3, 3], weights w in [-0.5, 1.5]; a
+    length that is a whole number of vectors, so torch's vectorised path computes every
+    element) in ``dtype``. Expected: torch 2.13's own CPU kernel: add/sub with alpha,
+    addcmul, lerp and tanh's backward with the multiply-add fused; scalar powers 3, -2,
+    -1 as arithmetic (bfloat16's in bfloat16 steps); alpha rounded to a 16-bit dtype;
+    float16's sigmoid backward in float16 steps. Pass: every word equal (unfused, 12 % to
+    24 % of float32 words differ)."""
+    dt = getattr(torch, dtype)
+    rng = np.random.default_rng(61)
+    x, y, z = (torch.tensor(rng.uniform(-3, 3, 1024)).to(dt) for _ in range(3))
+    w = torch.tensor(rng.uniform(-0.5, 1.5, 1024)).to(dt)
+    fn = TORCH_KERNEL_CASES[name]
+    want = fn(x, y, z, w)
+    with emulate(fallback="error"):
+        got = fn(x, y, z, w)
+    assert_bitwise_equal(got.to(torch.float64).numpy(), want.to(torch.float64).numpy(),
+                         msg=f"{name} {dtype}")
