@@ -35,8 +35,6 @@ SAVED_OUTPUTS: dict[str, dict[int, str]] = {
 #: purpose; a shadow row of these carries the note and the clause instead of reading as
 #: a defect of either
 DEFINITION_NOTES: dict[str, str] = {
-    "lerp": "TRC-PWO-001: ampref rounds x + w (e - x) op by op; torch's CPU lerp is "
-            "fused (its vectorised kernel uses fused multiply-add)",
     "sqrt": "TRC-PWO-001: ampref rounds sqrt correctly (float64, then once); torch's CPU "
             "kernel for reduced-precision and vectorised paths need not",
     "mkldnn_rnn_layer": "TRC-RNN-001: ampref's LSTM rounds each op in the input format; "
@@ -44,8 +42,6 @@ DEFINITION_NOTES: dict[str, str] = {
     "mkldnn_rnn_layer_backward": "TRC-RNN-001: the replayed reference cell's gradients",
     "native_batch_norm": "TRC-EQV-004: in bf16/fp16 x-hat is rounded before the affine",
 }
-for _name in ("lerp_", "_foreach_lerp", "_foreach_lerp_"):
-    DEFINITION_NOTES[_name] = DEFINITION_NOTES["lerp"]
 for _name in ("sqrt_", "_foreach_sqrt", "_foreach_sqrt_"):
     DEFINITION_NOTES[_name] = DEFINITION_NOTES["sqrt"]
 
