@@ -69,18 +69,20 @@ def _in(fmt: str) -> Callable[[Any], Any]:
 
 def narrow_formulas(fmt: str) -> dict[str, Callable[..., Any]]:
     """torch 2.13's CPU kernels for a 16-bit dtype where they differ from the float32
-    formula rounded once (TRC-PWO-001). The add kernel's vectorised path rounds ``alpha``
-    to the dtype, then fuses in float32 (its scalar tail, at most one vector's length,
-    works in the dtype's arithmetic: the vectorised path is the definition); bfloat16's
-    ``x ** 3`` and ``x ** -2`` run in bfloat16 arithmetic; float16's sigmoid backward
-    works in float16 arithmetic."""
+    formula rounded once (TRC-PWO-001). The add kernel's vectorised path rounds
+    ``alpha`` and a scalar operand to the dtype, then fuses in float32 (its scalar tail,
+    at most one vector's length, works in the dtype's arithmetic: the vectorised path is
+    the definition); bfloat16's ``x ** 3`` and ``x ** -2`` run in bfloat16 arithmetic;
+    float16's sigmoid backward works in float16 arithmetic."""
     h = _in(fmt)
 
+    # the add kernel converts its operands to the dtype: a Python scalar (or a 0-d
+    # tensor of a wider dtype) is rounded to it first; tensors of the dtype are unchanged
     def add(x: Any, y: Any, alpha: Any = 1) -> Any:
-        return x + y if alpha == 1 else fused(h(alpha), y, x)
+        return h(x) + h(y) if alpha == 1 else fused(h(alpha), h(y), h(x))
 
     def sub(x: Any, y: Any, alpha: Any = 1) -> Any:
-        return x - y if alpha == 1 else fused(-h(alpha), y, x)
+        return h(x) - h(y) if alpha == 1 else fused(-h(alpha), h(y), h(x))
 
     table: dict[str, Callable[..., Any]] = {
         "add": add, "sub": sub, "rsub": lambda x, y, alpha=1: sub(y, x, alpha)}

@@ -250,6 +250,10 @@ TORCH_KERNEL_CASES: dict[str, Callable[..., Any]] = {
     "sub alpha": lambda x, y, z, w: torch.sub(x, y, alpha=-1.7),
     "rsub alpha": lambda x, y, z, w: torch.rsub(x, y, alpha=0.3),
     "add_ alpha": lambda x, y, z, w: x.clone().add_(y, alpha=-0.01),
+    "add scalar": lambda x, y, z, w: x + 0.1,
+    "sub scalar": lambda x, y, z, w: x - 1e-5,
+    "rsub scalar": lambda x, y, z, w: 0.3 - x,
+    "add 0-d float32 tensor": lambda x, y, z, w: x + torch.tensor(0.1),
     "_foreach_add_ alpha": lambda x, y, z, w: (lambda c: (torch._foreach_add_(c, [y], alpha=0.1),
                                                          c[0])[1])([x.clone()]),
     "addcmul": lambda x, y, z, w: torch.addcmul(x, y, z, value=0.3),
@@ -271,13 +275,13 @@ TORCH_KERNEL_CASES: dict[str, Callable[..., Any]] = {
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
 @pytest.mark.parametrize("name", sorted(TORCH_KERNEL_CASES))
 def test_fused_and_substituted_formulas_equal_torchs_kernels(name: str, dtype: str) -> None:
-    """Inputs: 1,024 random operands (x, y, z in [-3, 3], weights w in [-0.5, 1.5]; a
-    length that is a whole number of vectors, so torch's vectorised path computes every
-    element) in ``dtype``. Expected: torch 2.13's own CPU kernel: add/sub with alpha,
-    addcmul, lerp and tanh's backward with the multiply-add fused; scalar powers 3, -2,
-    -1 as arithmetic (bfloat16's in bfloat16 steps); alpha rounded to a 16-bit dtype;
-    float16's sigmoid backward in float16 steps. Pass: every word equal (unfused, 12 % to
-    24 % of float32 words differ)."""
+    """Inputs: 1,024 random operands (x, y, z in [-3, 3], weights w in [-0.5, 1.5]; a length that
+    is a whole number of vectors, so torch's vectorised path computes every element) in
+    ``dtype``. Expected: torch 2.13's own CPU kernel: add/sub with alpha, addcmul, lerp and
+    tanh's backward with the multiply-add fused; scalar powers 3, -2, -1 as arithmetic
+    (bfloat16's in bfloat16 steps); alpha and a scalar addend rounded to a 16-bit dtype first;
+    float16's sigmoid backward in float16 steps. Pass: every word equal (unfused, 12 % to 24 %
+    of float32 words differ)."""
     dt = getattr(torch, dtype)
     rng = np.random.default_rng(61)
     x, y, z = (torch.tensor(rng.uniform(-3, 3, 1024)).to(dt) for _ in range(3))
