@@ -16,6 +16,7 @@ import torch
 
 from ampref.accumulation import certified
 from ampref.engine import functional as F
+from ampref.formats.cast import quantize
 from ampref.formats.exactsum import add_rounded
 from ampref.formats.table import get_format
 
@@ -170,8 +171,24 @@ def _mse(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
 
 def _mse_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     g, x, y = args[:3]
-    red = REDUCTIONS[int(args[3] if len(args) > 3 else kw.get("reduction", 1))]
-    return replay(F.mse_loss, [x, y], [True, False], g, reduction=red)[0]
+    code = int(args[3] if len(args) > 3 else kw.get("reduction", 1))
+    if x.dtype in (torch.float16, torch.bfloat16) and y.dtype == x.dtype == g.dtype:
+        return _mse_bwd_narrow(g, x, y, code)
+    return replay(F.mse_loss, [x, y], [True, False], g, reduction=REDUCTIONS[code])[0]
+
+
+def _mse_bwd_narrow(g: Any, x: Any, y: Any, code: int) -> Any:
+    """torch's 16-bit kernel (TRC-PWO-001): ``norm (x - y) g`` in the dtype's own
+    arithmetic, each step a float32 operation rounded to the dtype, ``norm`` (2, or 2/N
+    for the mean) rounded to the dtype first."""
+    fmt = format_of(x.dtype)
+
+    def h(v: Any) -> Any:
+        return quantize(np.asarray(v, np.float32), fmt)
+    norm = h(np.float32(2.0 / x.numel() if REDUCTIONS[code] == "mean" else 2.0))
+    with np.errstate(all="ignore"):
+        r = h(h(norm * h(to_numpy(x) - to_numpy(y))) * to_numpy(g))
+    return from_numpy(np.broadcast_to(r, tuple(x.shape)), x.dtype)
 
 
 # -- attention, embedding -------------------------------------------------------------

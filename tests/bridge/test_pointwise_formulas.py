@@ -268,6 +268,9 @@ TORCH_KERNEL_CASES: dict[str, Callable[..., Any]] = {
     "pow 3": lambda x, y, z, w: x ** 3,
     "pow -2": lambda x, y, z, w: x ** -2,
     "pow -1": lambda x, y, z, w: torch.pow(x, -1),
+    "mse_loss_backward none": lambda x, y, z, w: torch.ops.aten.mse_loss_backward(z, x, y, 0),
+    "mse_loss_backward mean": lambda x, y, z, w: torch.ops.aten.mse_loss_backward(
+        z[0], x[:1000], y[:1000], 1),
 }
 
 
@@ -280,8 +283,8 @@ def test_fused_and_substituted_formulas_equal_torchs_kernels(name: str, dtype: s
     ``dtype``. Expected: torch 2.13's own CPU kernel: add/sub with alpha, addcmul, lerp and
     tanh's backward with the multiply-add fused; scalar powers 3, -2, -1 as arithmetic
     (bfloat16's in bfloat16 steps); alpha and a scalar addend rounded to a 16-bit dtype first;
-    float16's sigmoid backward in float16 steps. Pass: every word equal (unfused, 12 % to 24 %
-    of float32 words differ)."""
+    float16's sigmoid backward and 16-bit mse_loss_backward in the dtype's steps. Pass:
+    every word equal (unfused, 12 % to 24 % of float32 words differ)."""
     dt = getattr(torch, dtype)
     rng = np.random.default_rng(61)
     x, y, z = (torch.tensor(rng.uniform(-3, 3, 1024)).to(dt) for _ in range(3))
