@@ -67,13 +67,16 @@ def _in(fmt: str) -> Callable[[Any], Any]:
     return lambda v: quantize(np.asarray(v, np.float32), fmt)
 
 
-def narrow_formulas(fmt: str) -> dict[str, Callable[..., Any]]:
+def narrow_formulas(fmt: str, divide: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
     """torch 2.13's CPU kernels for a 16-bit dtype where they differ from the float32
     formula rounded once (TRC-PWO-001). The add kernel's vectorised path rounds
     ``alpha`` and a scalar operand to the dtype, then fuses in float32 (its scalar tail,
     at most one vector's length, works in the dtype's arithmetic: the vectorised path is
     the definition); bfloat16's ``x ** 3`` and ``x ** -2`` run in bfloat16 arithmetic;
-    float16's sigmoid backward works in float16 arithmetic."""
+    float16's sigmoid backward works in float16 arithmetic; ``div`` with a rounding mode
+    (and ``floor_divide``) by a tensor works in the dtype's arithmetic (``divide(x, y,
+    mode, h)``: the generic division formula with ``h`` rounding each step), by a Python
+    scalar in float32."""
     h = _in(fmt)
 
     # the add kernel converts its operands to the dtype: a Python scalar (or a 0-d
@@ -84,8 +87,17 @@ def narrow_formulas(fmt: str) -> dict[str, Callable[..., Any]]:
     def sub(x: Any, y: Any, alpha: Any = 1) -> Any:
         return h(x) - h(y) if alpha == 1 else fused(-h(alpha), h(y), h(x))
 
+    def div(x: Any, y: Any, rounding_mode: str | None = None) -> Any:
+        # with a rounding mode and a tensor divisor torch's kernel works in the dtype,
+        # every step rounded to it; a one-element divisor (Python scalar, 0-d or broadcast
+        # tensor: torch's "cpu scalar") takes its float32 path
+        if rounding_mode is None or np.size(y) == 1:
+            return divide(x, y, rounding_mode)
+        return divide(x, y, rounding_mode, h)
+
     table: dict[str, Callable[..., Any]] = {
-        "add": add, "sub": sub, "rsub": lambda x, y, alpha=1: sub(y, x, alpha)}
+        "add": add, "sub": sub, "rsub": lambda x, y, alpha=1: sub(y, x, alpha), "div": div,
+        "floor_divide": lambda x, y: div(x, y, "floor")}
     if fmt == "bfloat16":
         steps = {3.0: lambda x: h(h(x * x) * x), -2.0: lambda x: h(x.dtype.type(1) / h(x * x))}
         table["pow"] = lambda x, e: (steps[float(e)](x) if isinstance(e, np.generic)
@@ -96,10 +108,10 @@ def narrow_formulas(fmt: str) -> dict[str, Callable[..., Any]]:
     return table
 
 
-def narrow_table() -> dict[str, dict[torch.dtype, Callable[..., Any]]]:
+def narrow_table(divide: Callable[..., Any]) -> dict[str, dict[torch.dtype, Callable[..., Any]]]:
     """op name -> {16-bit dtype: its formula} from :func:`narrow_formulas`."""
     by_op: dict[str, dict[torch.dtype, Callable[..., Any]]] = {}
     for dtype, fmt in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
-        for name, fn in narrow_formulas(fmt).items():
+        for name, fn in narrow_formulas(fmt, divide).items():
             by_op.setdefault(name, {})[dtype] = fn
     return by_op

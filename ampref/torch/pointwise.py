@@ -95,11 +95,33 @@ def _sub(x: Any, y: Any, alpha: Any = 1) -> Any:
     return x - y if alpha == 1 else fused(-alpha, y, x)
 
 
-def _div(x: Any, y: Any, rounding_mode: str | None = None) -> Any:
+def _div(x: Any, y: Any, rounding_mode: str | None = None,
+         r: Callable[[Any], Any] = lambda v: v) -> Any:
+    """True division, or truncated / floor division with each step then ``r`` (a 16-bit
+    kernel's rounding to its dtype; the identity in float32 and float64)."""
     q = x / y
     if rounding_mode is None:
         return q
-    return np.trunc(q) if rounding_mode == "trunc" else np.floor(q)
+    return np.trunc(r(q)) if rounding_mode == "trunc" else _floor_div(x, y, r)
+
+
+def _floor_div(a: Any, b: Any, r: Callable[[Any], Any] = lambda v: v) -> Any:
+    """torch's ``div_floor_floating`` (Python's floor division), each step an IEEE
+    operation in the compute format, then ``r`` (a 16-bit kernel's rounding to its
+    dtype): ``d = (a - fmod(a, b)) / b``, less 1 where the remainder's sign differs from
+    ``b``'s, then ``floor(d)``, plus 1 where ``d`` exceeds it by more than 1/2; ``±0``
+    with the sign of ``a / b`` where ``d`` is 0; ``a / b`` where ``b`` is 0 (IEEE: ±inf
+    or NaN). ``floor(a / b)`` differs where the rounded quotient reaches an integer the
+    exact one does not."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    one, half, zero = (a.dtype.type(v) for v in (1, 0.5, 0))
+    q = r(a / b)
+    mod = np.fmod(a, b)
+    d = r(r(a - mod) / b)
+    d = np.where((mod != 0) & ((b < 0) != (mod < 0)), r(d - one), d)
+    f = np.floor(d)
+    f = np.where(r(d - f) > half, r(f + one), f)
+    return np.where(b == 0, q, np.where(d != 0, f, np.copysign(zero, q)))
 
 
 def _lerp(x: Any, end: Any, weight: Any) -> Any:
@@ -172,7 +194,8 @@ def clamp(x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - aten
 
 _FORMULAS: dict[str, Callable[..., Any]] = {
     "add": _add, "sub": _sub, "rsub": lambda x, y, alpha=1: _sub(y, x, alpha),
-    "mul": lambda x, y: x * y, "div": _div, "neg": lambda x: -x, "abs": np.abs,
+    "mul": lambda x, y: x * y, "div": _div, "floor_divide": lambda x, y: _div(x, y, "floor"),
+    "neg": lambda x: -x, "abs": np.abs,
     "reciprocal": lambda x: x.dtype.type(1) / x,
     "exp": wide(np.exp), "log": wide(np.log), "tanh": wide(np.tanh),
     "sigmoid": wide(lambda v: sigmoid64(np, v)),
@@ -265,7 +288,7 @@ def _foreach(single: Handler, base: Any, inplace: bool) -> Handler:
 
 def _build() -> dict[str, Handler]:
     table: dict[str, Handler] = {}
-    narrow = narrow_table()
+    narrow = narrow_table(_div)
     for name, fn in _FORMULAS.items():
         table[name] = pointwise(fn, narrow=narrow.get(name))
         if hasattr(torch.ops.aten, name + "_"):

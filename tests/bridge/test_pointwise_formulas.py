@@ -87,6 +87,8 @@ def _h16(v: Q) -> Q:
 
 # formulas with non-tensor arguments or exact selections: their own cases below
 SELECTIONS = {"clamp", "clamp_min", "clamp_max", "where", "masked_fill", "threshold_backward"}
+# formulas whose oracle is torch's own kernel, below (floor division's correction steps)
+TORCH_ORACLED = {"floor_divide"}
 # elementary functions: their 60-digit mpmath oracles are in test_elementary_functions.py
 ELEMENTARY = {"sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh",
               "acosh", "atanh", "erf", "erfc", "log2", "log10", "log1p", "expm1", "exp2"}
@@ -117,7 +119,7 @@ def test_every_formula_of_the_table_has_an_oracle_or_a_selection_case() -> None:
     the exact selections tested below. Pass: no formula left untested."""
     formulas = {n for n in POINTWISE if not n.startswith("_") and not n.endswith("_")}
     formulas -= {"copy"}
-    covered = set(ORACLES) | SELECTIONS | ELEMENTARY
+    covered = set(ORACLES) | SELECTIONS | ELEMENTARY | TORCH_ORACLED
     assert formulas <= covered, sorted(formulas - covered)
 
 
@@ -295,3 +297,33 @@ def test_fused_and_substituted_formulas_equal_torchs_kernels(name: str, dtype: s
         got = fn(x, y, z, w)
     assert_bitwise_equal(got.to(torch.float64).numpy(), want.to(torch.float64).numpy(),
                          msg=f"{name} {dtype}")
+
+
+@pytest.mark.clause("TRC-PWO-001")
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+@pytest.mark.parametrize("divisor", ["tensor", "python scalar", "0-d tensor"])
+def test_floor_and_trunc_division_are_torchs_kernels(dtype: str, divisor: str) -> None:
+    """Inputs: 20,000 numerators, half of them integer multiples k b of their divisor
+    (quotients at and near integers, where a rounded quotient can reach an integer the
+    exact one does not), the rest of exponents -6..5, zeros among both, ten zero
+    divisors; the divisor a tensor, the Python scalar 0.3 or a 0-d float32 tensor.
+    Expected: torch's own ``div(rounding_mode="floor"/"trunc")`` and ``floor_divide``:
+    Python-style floor division (fmod, correction, floor, round-half-up), in the dtype's
+    own steps for a 16-bit tensor divisor, in float32 for a one-element one; trunc of
+    the quotient. Pass: bitwise, NaN of either sign equal."""
+    dt = getattr(torch, dtype)
+    rng = np.random.default_rng(71)
+    n = 10_000
+    b = torch.tensor(rng.uniform(0.1, 3, 2 * n) * rng.choice([-1, 1], 2 * n)).to(dt)
+    a = torch.cat([(torch.tensor(rng.integers(-50, 50, n).astype(np.float64)) * b[:n].double()),
+                   torch.tensor(rng.standard_normal(n) * np.exp2(rng.integers(-6, 6, n)))]).to(dt)
+    a[:7], b[-10:] = 0, 0
+    div = {"tensor": b, "python scalar": 0.3, "0-d tensor": torch.tensor(0.3)}[divisor]
+    for name, fn in (("floor", lambda: torch.div(a, div, rounding_mode="floor")),
+                     ("trunc", lambda: torch.div(a, div, rounding_mode="trunc")),
+                     ("floor_divide", lambda: torch.floor_divide(a, div))):
+        want = fn()
+        with emulate(fallback="error"):
+            got = fn()
+        assert_bitwise_equal(got.to(torch.float64).numpy(), want.to(torch.float64).numpy(),
+                             nan="any", msg=f"{name} {dtype} by a {divisor}")
