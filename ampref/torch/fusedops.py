@@ -67,7 +67,8 @@ def _in(fmt: str) -> Callable[[Any], Any]:
     return lambda v: quantize(np.asarray(v, np.float32), fmt)
 
 
-def narrow_formulas(fmt: str, divide: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+def narrow_formulas(fmt: str, divide: Callable[..., Any],
+                    logit_backward: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
     """torch 2.13's CPU kernels for a 16-bit dtype where they differ from the float32
     formula rounded once (TRC-PWO-001). The add kernel's vectorised path rounds
     ``alpha`` and a scalar operand to the dtype, then fuses in float32 (its scalar tail,
@@ -76,7 +77,8 @@ def narrow_formulas(fmt: str, divide: Callable[..., Any]) -> dict[str, Callable[
     float16's sigmoid backward works in float16 arithmetic; ``div`` with a rounding mode
     (and ``floor_divide``) by a tensor works in the dtype's arithmetic (``divide(x, y,
     mode, h)``: the generic division formula with ``h`` rounding each step), by a Python
-    scalar in float32."""
+    scalar in float32; ``logit_backward`` (the generic formula taking the same ``h``)
+    works in the dtype's arithmetic."""
     h = _in(fmt)
 
     # the add kernel converts its operands to the dtype: a Python scalar (or a 0-d
@@ -97,7 +99,8 @@ def narrow_formulas(fmt: str, divide: Callable[..., Any]) -> dict[str, Callable[
 
     table: dict[str, Callable[..., Any]] = {
         "add": add, "sub": sub, "rsub": lambda x, y, alpha=1: sub(y, x, alpha), "div": div,
-        "floor_divide": lambda x, y: div(x, y, "floor")}
+        "floor_divide": lambda x, y: div(x, y, "floor"),
+        "logit_backward": lambda g, x, eps=None: logit_backward(g, x, eps, h)}
     if fmt == "bfloat16":
         steps = {3.0: lambda x: h(h(x * x) * x), -2.0: lambda x: h(x.dtype.type(1) / h(x * x))}
         table["pow"] = lambda x, e: (steps[float(e)](x) if isinstance(e, np.generic)
@@ -108,10 +111,11 @@ def narrow_formulas(fmt: str, divide: Callable[..., Any]) -> dict[str, Callable[
     return table
 
 
-def narrow_table(divide: Callable[..., Any]) -> dict[str, dict[torch.dtype, Callable[..., Any]]]:
+def narrow_table(divide: Callable[..., Any], logit_backward: Callable[..., Any]
+                 ) -> dict[str, dict[torch.dtype, Callable[..., Any]]]:
     """op name -> {16-bit dtype: its formula} from :func:`narrow_formulas`."""
     by_op: dict[str, dict[torch.dtype, Callable[..., Any]]] = {}
     for dtype, fmt in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
-        for name, fn in narrow_formulas(fmt, divide).items():
+        for name, fn in narrow_formulas(fmt, divide, logit_backward).items():
             by_op.setdefault(name, {})[dtype] = fn
     return by_op

@@ -171,14 +171,20 @@ def _logit(x: Any, eps: Any = None) -> Any:
     return wide(lambda v: np.log(v / (1.0 - v)))(x)
 
 
-def _logit_backward(g: Any, x: Any, eps: Any = None) -> Any:
-    """torch's float32 steps: g / (x (1 - x)), 0 outside [eps, 1 - eps] when eps given."""
+def _logit_backward(g: Any, x: Any, eps: Any = None,
+                    r: Callable[[Any], Any] = lambda v: v) -> Any:
+    """torch's vectorised kernel, each step then ``r`` (a 16-bit kernel's rounding to its
+    dtype): ``g / (x (1 - x))`` (so ``±inf`` at ``x = ±0`` and 1 by the signs of the
+    division); without ``eps`` (or with a negative one) NaN where ``x`` lies outside [0,
+    1]; with it the value where ``eps <= x <= 1 - eps`` (bounds in the compute format)
+    and 0 elsewhere, NaN ``x`` included. (torch's scalar tail, at most one vector's
+    length, returns ``g inf`` at 0 and 1 and NaN for a NaN ``x`` with ``eps``.)"""
     one = x.dtype.type(1)
-    r = g / (x * (one - x))
-    if eps is None:
-        return r
-    lo = x.dtype.type(eps)
-    return np.where((x < lo) | (x > one - lo), g.dtype.type(0), r)
+    value = r(g / r(x * r(one - x)))
+    if eps is None or eps < 0:
+        return np.where((x < 0) | (x > one), x.dtype.type(np.nan), value)
+    lo = r(x.dtype.type(eps))
+    return np.where((x >= lo) & (x <= r(one - lo)), value, g.dtype.type(0))
 
 
 def clamp(x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - aten's names
@@ -288,7 +294,7 @@ def _foreach(single: Handler, base: Any, inplace: bool) -> Handler:
 
 def _build() -> dict[str, Handler]:
     table: dict[str, Handler] = {}
-    narrow = narrow_table(_div)
+    narrow = narrow_table(_div, _logit_backward)
     for name, fn in _FORMULAS.items():
         table[name] = pointwise(fn, narrow=narrow.get(name))
         if hasattr(torch.ops.aten, name + "_"):

@@ -75,14 +75,17 @@ ORACLES: dict[str, tuple[int, str, Callable[..., Q]]] = {
         lambda d: sigmoid_d(d) * (1 + d * (1 - sigmoid_d(d))))(x))),
 }
 #: (name, dtype) whose torch kernel works in the 16-bit dtype's own arithmetic: each
-#: float32 step rounded to the dtype (float16's sigmoid backward)
+#: float32 step rounded to the dtype (float16's sigmoid backward, logit's backward)
 NARROW_ORACLES: dict[tuple[str, str], Callable[..., Q]] = {
-    ("sigmoid_backward", "float16"): lambda g, y: _h16(_h16(g * _h16(1 - y)) * y)}
+    ("sigmoid_backward", "float16"): lambda g, y: _h("float16", _h(
+        "float16", g * _h("float16", 1 - y)) * y),
+    **{("logit_backward", fmt): (lambda g, x, f=fmt: _h(f, g / _h(f, x * _h(f, 1 - x))))
+       for fmt in ("float16", "bfloat16")}}
 
 
-def _h16(v: Q) -> Q:
-    """One float16 operation: the float32 step, then rounded to float16 (finite here)."""
-    return Q(round_value(r32(v), ampref.get_format("float16")))
+def _h(fmt: str, v: Q) -> Q:
+    """One 16-bit operation: the float32 step, then rounded to ``fmt`` (finite here)."""
+    return Q(round_value(r32(v), ampref.get_format(fmt)))
 
 
 # formulas with non-tensor arguments or exact selections: their own cases below
@@ -131,9 +134,9 @@ def test_each_pointwise_formula_is_float32_steps_or_float64_then_round(name: str
     """Inputs: 300 random values per operand (normal, scaled by 2^-3..2^3, positive or
     nonzero where the function needs it) rounded to ``dtype``. Expected: the oracle's
     value (exact float32 steps, fused multiply-adds one step, or the 60-digit function
-    value rounded to float32) rounded once to ``dtype`` (float16's sigmoid backward:
-    every step rounded to float16). Pass: every element bitwise equal (values compared
-    exactly)."""
+    value rounded to float32) rounded once to ``dtype`` (float16's sigmoid backward and
+    16-bit logit backward: every step rounded to the dtype). Pass: every element bitwise
+    equal (values compared exactly)."""
     arity, domain, oracle = ORACLES[name]
     oracle = NARROW_ORACLES.get((name, dtype), oracle)
     arrays = [_inputs(domain, dtype, 300, seed=k + 17) for k in range(arity)]
@@ -270,6 +273,9 @@ TORCH_KERNEL_CASES: dict[str, Callable[..., Any]] = {
     "pow 3": lambda x, y, z, w: x ** 3,
     "pow -2": lambda x, y, z, w: x ** -2,
     "pow -1": lambda x, y, z, w: torch.pow(x, -1),
+    "logit_backward": lambda x, y, z, w: torch.ops.aten.logit_backward(x, w),
+    "logit_backward eps": lambda x, y, z, w: torch.ops.aten.logit_backward(
+        x, w.masked_fill(w > 1.4, float("nan")), 0.1),  # NaN inputs: 0 with eps
     "mse_loss_backward none": lambda x, y, z, w: torch.ops.aten.mse_loss_backward(z, x, y, 0),
     "mse_loss_backward mean": lambda x, y, z, w: torch.ops.aten.mse_loss_backward(
         z[0], x[:1000], y[:1000], 1),
