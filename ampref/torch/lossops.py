@@ -23,8 +23,8 @@ from ampref.engine import functional as F
 from .convert import from_numpy, meta, to_numpy
 from .replay import as_torch, forward, replay
 
-__all__ = ["LOSSES", "REDUCTIONS", "arg", "compute_format", "loss_norm", "reduced", "step",
-           "values"]
+__all__ = ["LOSSES", "REDUCTIONS", "arg", "compute_format", "dtype_steps", "loss_norm",
+           "reduced", "step", "values"]
 
 Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -127,23 +127,34 @@ def _bce_logits(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) 
 
 
 # -- smooth L1 and Huber ---------------------------------------------------------------
+def dtype_steps(dtype: torch.dtype) -> Callable[[Any], Any]:
+    """One operation of torch's 16-bit arithmetic: the float32 value rounded to
+    ``dtype`` (the identity for float32 and float64)."""
+    return lambda v: step(np.asarray(v, np.float32), dtype) if dtype in (
+        torch.float16, torch.bfloat16) else v
+
+
 def _robust(func: Any, args: tuple[Any, ...], kw: dict[str, Any], name: str,
-            loss: Callable[[Any, Any, Any], Any]) -> Any:
-    """The elementwise ``loss(z, param, 0.5)`` of z = |x - y| in the compute format, then
-    the reduction (smooth L1's beta, Huber's delta as ``param``)."""
+            loss: Callable[..., Any], in_dtype: frozenset[torch.dtype]) -> Any:
+    """The elementwise ``loss(z, param, 0.5, r)`` of z = |x - y| in the compute format,
+    then the reduction (smooth L1's beta, Huber's delta as ``param``); for an input dtype
+    in ``in_dtype`` every step (``param`` too) is rounded to it by ``r``, as torch's
+    16-bit kernel for that loss computes (TRC-NN-006)."""
     x, y = args[:2]
     reduction, param = arg(args, kw, 2, "reduction", 1), arg(args, kw, 3, name, 1.0)
     cf = compute_format(x)
     xv, yv = values(cf, x, y)
+    r = dtype_steps(x.dtype) if x.dtype in in_dtype else (lambda v: v)
     with np.errstate(all="ignore"):
-        r = loss(np.abs(xv - yv), cf(param), cf(0.5))
-    return reduced(r, x.dtype, reduction, meta(func, args, kw).dtype)
+        out = loss(r(np.abs(xv - yv)), r(cf(param)), cf(0.5), r)
+    return reduced(out, x.dtype, reduction, meta(func, args, kw).dtype)
 
 
 def _smooth_l1(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    """z = |x - y|; z < beta ? 0.5 z z / beta : z - 0.5 beta (float32 steps)."""
-    return _robust(func, args, kw, "beta", lambda z, b, half: np.where(
-        z < b, half * z * z / b, z - half * b))
+    """z = |x - y|; z < beta ? 0.5 z z / beta : z - 0.5 beta (float32 steps; float16's
+    kernel rounds every step to float16)."""
+    return _robust(func, args, kw, "beta", lambda z, b, half, r: np.where(
+        z < b, r(r(r(half * z) * z) / b), r(z - r(half * b))), frozenset({torch.float16}))
 
 
 def loss_norm(x: torch.Tensor, reduction: int, cf: Any) -> Any:
@@ -169,22 +180,25 @@ def _smooth_l1_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any
 
 
 def _huber(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    """z = |x - y|; z < delta ? 0.5 z z : delta (z - 0.5 delta) (float32 steps)."""
-    return _robust(func, args, kw, "delta", lambda z, d, half: np.where(
-        z < d, half * z * z, d * (z - half * d)))
+    """z = |x - y|; z < delta ? 0.5 z z : delta (z - 0.5 delta) (float32 steps;
+    bfloat16's kernel rounds every step to bfloat16)."""
+    return _robust(func, args, kw, "delta", lambda z, d, half, r: np.where(
+        z < d, r(r(half * z) * z), r(d * r(z - r(half * d)))), frozenset({torch.bfloat16}))
 
 
 def _huber_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    """norm * clamp(x - y, -delta, delta) * g (torch's vectorised path)."""
+    """norm * clamp(x - y, -delta, delta) * g (torch's vectorised path; its 16-bit
+    kernels round every step, norm and delta too, to the dtype)."""
     g, x, y, reduction, delta = args[:5]
     out = meta(func, args, kw)
     cf = compute_format(x)
     gv, xv, yv = values(cf, g, x, y)
-    dl, norm = cf(delta), loss_norm(x, reduction, cf)
+    r = dtype_steps(x.dtype)  # torch's 16-bit kernel rounds each step to the dtype
+    dl, norm = r(cf(delta)), r(loss_norm(x, reduction, cf))
     with np.errstate(all="ignore"):
-        d = xv - yv
-        r = norm * np.where(d < -dl, -dl, np.where(d > dl, dl, d)) * gv
-    return from_numpy(np.broadcast_to(r, tuple(out.shape)), out.dtype)
+        d = r(xv - yv)
+        grad = r(r(norm * np.where(d < -dl, -dl, np.where(d > dl, dl, d))) * gv)
+    return from_numpy(np.broadcast_to(grad, tuple(out.shape)), out.dtype)
 
 
 #: aten op name (overload packet) -> handler

@@ -21,7 +21,7 @@ from ampref.formats.exactsum import add_rounded
 from ampref.formats.table import get_format
 
 from .convert import engine, format_of, from_numpy, meta, to_numpy
-from .lossops import REDUCTIONS
+from .lossops import REDUCTIONS, dtype_steps, reduced
 from .replay import NP, as_torch, forward, replay
 
 __all__ = ["NN"]
@@ -163,10 +163,17 @@ def _mean(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any
 
 # -- losses -----------------------------------------------------------------------------
 def _mse(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    """The engine's ``mse_loss`` (torch's definition, ENG-LOS-001) in every reduction."""
+    """The engine's ``mse_loss`` (torch's definition, ENG-LOS-001) in every reduction; in
+    float16/bfloat16 torch's kernel: ``(x - y)^2`` with each step rounded to the dtype,
+    then the exactly rounded mean or sum."""
     x, y = args[:2]
-    red = REDUCTIONS[int(args[2] if len(args) > 2 else kw.get("reduction", 1))]
-    return as_torch(forward(F.mse_loss, x, y, reduction=red), meta(func, args, kw).dtype)
+    code = int(args[2] if len(args) > 2 else kw.get("reduction", 1))
+    if x.dtype in (torch.float16, torch.bfloat16) and y.dtype == x.dtype:
+        r = dtype_steps(x.dtype)
+        d = r(to_numpy(x) - to_numpy(y))
+        return reduced(r(d * d), x.dtype, code, meta(func, args, kw).dtype)
+    return as_torch(forward(F.mse_loss, x, y, reduction=REDUCTIONS[code]),
+                    meta(func, args, kw).dtype)
 
 
 def _mse_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:

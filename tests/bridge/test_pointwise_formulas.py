@@ -276,13 +276,20 @@ TORCH_KERNEL_CASES: dict[str, Callable[..., Any]] = {
     "logit_backward": lambda x, y, z, w: torch.ops.aten.logit_backward(x, w),
     "logit_backward eps": lambda x, y, z, w: torch.ops.aten.logit_backward(
         x, w.masked_fill(w > 1.4, float("nan")), 0.1),  # NaN inputs: 0 with eps
+    "mse_loss none": lambda x, y, z, w: torch.nn.functional.mse_loss(x, y, reduction="none"),
+    "huber_loss none": lambda x, y, z, w: torch.nn.functional.huber_loss(
+        x, y, reduction="none", delta=0.7),
+    "smooth_l1_loss none": lambda x, y, z, w: torch.nn.functional.smooth_l1_loss(
+        x, y, reduction="none", beta=0.7),
+    "huber_loss_backward mean": lambda x, y, z, w: torch.ops.aten.huber_loss_backward(
+        z[0], x, y, 1, 0.7),
     "mse_loss_backward none": lambda x, y, z, w: torch.ops.aten.mse_loss_backward(z, x, y, 0),
     "mse_loss_backward mean": lambda x, y, z, w: torch.ops.aten.mse_loss_backward(
         z[0], x[:1000], y[:1000], 1),
 }
 
 
-@pytest.mark.clause("TRC-PWO-001")
+@pytest.mark.clause("TRC-PWO-001", "TRC-NN-006")
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
 @pytest.mark.parametrize("name", sorted(TORCH_KERNEL_CASES))
 def test_fused_and_substituted_formulas_equal_torchs_kernels(name: str, dtype: str) -> None:
@@ -291,7 +298,8 @@ def test_fused_and_substituted_formulas_equal_torchs_kernels(name: str, dtype: s
     ``dtype``. Expected: torch 2.13's own CPU kernel: add/sub with alpha, addcmul, lerp and
     tanh's backward with the multiply-add fused; scalar powers 3, -2, -1 as arithmetic
     (bfloat16's in bfloat16 steps); alpha and a scalar addend rounded to a 16-bit dtype first;
-    float16's sigmoid backward and 16-bit mse_loss_backward in the dtype's steps. Pass:
+    float16's sigmoid backward, 16-bit mse loss and its backward, bfloat16's Huber loss,
+    float16's smooth L1 loss and 16-bit Huber backward in the dtype's steps. Pass:
     every word equal (unfused, 12 % to 24 % of float32 words differ)."""
     dt = getattr(torch, dtype)
     rng = np.random.default_rng(61)
