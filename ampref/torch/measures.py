@@ -37,6 +37,8 @@ SAVED_OUTPUTS: dict[str, dict[int, str]] = {
 DEFINITION_NOTES: dict[str, str] = {
     "sqrt": "TRC-PWO-001: ampref rounds sqrt correctly (float64, then once); torch's CPU "
             "kernel for reduced-precision and vectorised paths need not",
+    "rsqrt": "TRC-PWO-001: ampref rounds 1/sqrt(x) once (float64, then once); torch's CPU "
+             "kernel divides by a float32 square root (two roundings)",
     "mkldnn_rnn_layer": "TRC-RNN-001: ampref's LSTM rounds each op in the input format; "
                         "oneDNN keeps the gates in float32",
     "mkldnn_rnn_layer_backward": "TRC-RNN-001: the replayed reference cell's gradients",
@@ -44,6 +46,7 @@ DEFINITION_NOTES: dict[str, str] = {
 }
 for _name in ("sqrt_", "_foreach_sqrt", "_foreach_sqrt_"):
     DEFINITION_NOTES[_name] = DEFINITION_NOTES["sqrt"]
+DEFINITION_NOTES["rsqrt_"] = DEFINITION_NOTES["rsqrt"]
 
 #: logarithms: -inf from an exact zero of a constant tensor is how masks are built
 #: (``log(tril(ones))``)

@@ -106,6 +106,19 @@ def test_adamws_lerp_rows_agree_and_its_square_root_rows_name_the_definition_dif
     assert roots and all("TRC-PWO-001" in r.note for r in roots)
 
 
+@pytest.mark.clause("TRC-SHD-004", "TRC-PWO-001")
+def test_an_rsqrt_row_that_differs_names_the_definition_difference() -> None:
+    """Input: ``torch.rsqrt`` of 1,024 float32 values in [0.02, 0.98] under shadow
+    (torch divides by a float32 root: two roundings; ampref rounds 1/sqrt once).
+    Expected: the row differs on some words and its note names TRC-PWO-001. Pass:
+    both."""
+    x = torch.rand(1024, generator=torch.Generator().manual_seed(5)) * 0.96 + 0.02
+    with at.shadow() as sh:
+        torch.rsqrt(x)
+    rows = [r for r in sh.report.rows() if r.op == "rsqrt"]
+    assert rows and rows[0].mismatches > 0 and "TRC-PWO-001" in rows[0].note
+
+
 @pytest.mark.clause("TRC-SHD-001")
 def test_shadow_takes_fallback_like_emulate() -> None:
     """Input: shadow(model, fallback=...) with 'torch', 'error' and 'numpy', and an op
