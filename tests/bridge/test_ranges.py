@@ -4,6 +4,7 @@ rational oracle of its formula and against torch's own float32/float64 kernel;
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction as Q
 from typing import Any
@@ -141,7 +142,7 @@ def test_logspace_equals_torchs_kernel_on_random_ranges(dtype: Any) -> None:
     Pass: bitwise, NaN of either sign equal (C's and the CPU's NaN signs are not part of
     the specification)."""
     rng = np.random.default_rng(23)
-    bases = [10.0, 2.0, float(np.e), 1.5, 0.5, 7.3, -2.0, -0.5, 0.0, 1.0]
+    bases = [10.0, 2.0, math.e, 1.5, 0.5, 7.3, -2.0, -0.5, 0.0, 1.0]
     for k in range(300):
         a, b = rng.standard_normal(2) * rng.choice([1.0, 3.0, 10.0, 30.0])
         if k % 3 == 0:
