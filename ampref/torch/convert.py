@@ -7,6 +7,7 @@ exactly, so no conversion rounds. Integer and bool tensors cross as their own dt
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,11 +15,11 @@ import numpy.typing as npt
 import torch
 
 from ampref.engine.tensor import Tensor as EngineTensor
-from ampref.formats.cast import encode
+from ampref.formats.cast import encode, quantize
 from ampref.formats.table import Format, get_format
 
-__all__ = ["FLOAT_DTYPES", "engine", "format_of", "from_numpy", "is_float", "meta", "to_numpy",
-           "to_torch"]
+__all__ = ["FLOAT_DTYPES", "dtype_steps", "engine", "format_of", "from_numpy", "is_float", "meta",
+           "to_numpy", "to_torch"]
 
 #: torch's floating dtypes by the ampref format of the same values
 FLOAT_DTYPES: dict[torch.dtype, str] = {
@@ -47,6 +48,17 @@ def format_of(dtype: torch.dtype) -> Format:
     except KeyError:
         raise TypeError(f"no ampref format for torch dtype {dtype}; known: "
                         f"{', '.join(str(d) for d in FLOAT_DTYPES)}") from None
+
+
+def dtype_steps(dtype: torch.dtype) -> Callable[[Any], Any]:
+    """One operation of torch's 16-bit (c10 Half/BFloat16) arithmetic: the float32 value
+    rounded to ``dtype`` (nearest-even, overflow to inf, NaN kept), returned as float32;
+    the identity for every other dtype. The 16-bit CPU kernels that round each step
+    (pointwise, losses, linspace) are written with it."""
+    if dtype not in (torch.float16, torch.bfloat16):
+        return lambda v: v
+    fmt = FLOAT_DTYPES[dtype]
+    return lambda v: quantize(np.asarray(v, np.float32), fmt)
 
 
 def to_numpy(t: torch.Tensor) -> npt.NDArray[Any]:

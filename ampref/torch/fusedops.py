@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ampref.formats.cast import quantize
 from ampref.formats.exactsum import add_rounded, fma64
 from ampref.formats.table import get_format
+
+from .convert import dtype_steps
 
 __all__ = ["POW_ARITHMETIC", "fused", "narrow_formulas", "narrow_table", "pow_formula"]
 
@@ -61,13 +62,7 @@ def pow_formula(x: Any, e: Any) -> Any:
     return wide(np.power)(x, e)
 
 
-def _in(fmt: str) -> Callable[[Any], Any]:
-    """One operation of c10's Half/BFloat16 arithmetic: the float32 value rounded to
-    ``fmt`` (kept as float32)."""
-    return lambda v: quantize(np.asarray(v, np.float32), fmt)
-
-
-def narrow_formulas(fmt: str, divide: Callable[..., Any],
+def narrow_formulas(dtype: torch.dtype, divide: Callable[..., Any],
                     logit_backward: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
     """torch 2.13's CPU kernels for a 16-bit dtype where they differ from the float32
     formula rounded once (TRC-PWO-001). The add kernel's vectorised path rounds
@@ -79,7 +74,7 @@ def narrow_formulas(fmt: str, divide: Callable[..., Any],
     mode, h)``: the generic division formula with ``h`` rounding each step), by a Python
     scalar in float32; ``logit_backward`` (the generic formula taking the same ``h``)
     works in the dtype's arithmetic."""
-    h = _in(fmt)
+    h = dtype_steps(dtype)
 
     # the add kernel converts its operands to the dtype: a Python scalar (or a 0-d
     # tensor of a wider dtype) is rounded to it first; tensors of the dtype are unchanged
@@ -101,12 +96,12 @@ def narrow_formulas(fmt: str, divide: Callable[..., Any],
         "add": add, "sub": sub, "rsub": lambda x, y, alpha=1: sub(y, x, alpha), "div": div,
         "floor_divide": lambda x, y: div(x, y, "floor"),
         "logit_backward": lambda g, x, eps=None: logit_backward(g, x, eps, h)}
-    if fmt == "bfloat16":
+    if dtype == torch.bfloat16:
         steps = {3.0: lambda x: h(h(x * x) * x), -2.0: lambda x: h(x.dtype.type(1) / h(x * x))}
         table["pow"] = lambda x, e: (steps[float(e)](x) if isinstance(e, np.generic)
                                      and isinstance(x, np.ndarray) and float(e) in steps
                                      else pow_formula(x, e))
-    if fmt == "float16":
+    if dtype == torch.float16:
         table["sigmoid_backward"] = lambda g, y: h(h(g * h(y.dtype.type(1) - y)) * y)
     return table
 
@@ -115,7 +110,7 @@ def narrow_table(divide: Callable[..., Any], logit_backward: Callable[..., Any]
                  ) -> dict[str, dict[torch.dtype, Callable[..., Any]]]:
     """op name -> {16-bit dtype: its formula} from :func:`narrow_formulas`."""
     by_op: dict[str, dict[torch.dtype, Callable[..., Any]]] = {}
-    for dtype, fmt in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
-        for name, fn in narrow_formulas(fmt, divide, logit_backward).items():
+    for dtype in (torch.bfloat16, torch.float16):
+        for name, fn in narrow_formulas(dtype, divide, logit_backward).items():
             by_op.setdefault(name, {})[dtype] = fn
     return by_op

@@ -20,11 +20,11 @@ import torch
 
 from ampref.engine import functional as F
 
-from .convert import from_numpy, meta, to_numpy
+from .convert import dtype_steps, from_numpy, meta, to_numpy
 from .replay import as_torch, forward, replay
 
-__all__ = ["LOSSES", "REDUCTIONS", "arg", "compute_format", "dtype_steps", "loss_norm",
-           "reduced", "step", "values"]
+__all__ = ["LOSSES", "REDUCTIONS", "arg", "compute_format", "loss_norm", "reduced", "step",
+           "values"]
 
 Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -127,13 +127,6 @@ def _bce_logits(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) 
 
 
 # -- smooth L1 and Huber ---------------------------------------------------------------
-def dtype_steps(dtype: torch.dtype) -> Callable[[Any], Any]:
-    """One operation of torch's 16-bit arithmetic: the float32 value rounded to
-    ``dtype`` (the identity for float32 and float64)."""
-    return lambda v: step(np.asarray(v, np.float32), dtype) if dtype in (
-        torch.float16, torch.bfloat16) else v
-
-
 def _robust(func: Any, args: tuple[Any, ...], kw: dict[str, Any], name: str,
             loss: Callable[..., Any], in_dtype: frozenset[torch.dtype]) -> Any:
     """The elementwise ``loss(z, param, 0.5, r)`` of z = |x - y| in the compute format,

@@ -16,12 +16,11 @@ import torch
 
 from ampref.accumulation import certified
 from ampref.engine import functional as F
-from ampref.formats.cast import quantize
 from ampref.formats.exactsum import add_rounded
 from ampref.formats.table import get_format
 
-from .convert import engine, format_of, from_numpy, meta, to_numpy
-from .lossops import REDUCTIONS, dtype_steps, reduced
+from .convert import dtype_steps, engine, format_of, from_numpy, meta, to_numpy
+from .lossops import REDUCTIONS, reduced
 from .replay import NP, as_torch, forward, replay
 
 __all__ = ["NN"]
@@ -188,10 +187,7 @@ def _mse_bwd_narrow(g: Any, x: Any, y: Any, code: int) -> Any:
     """torch's 16-bit kernel (TRC-PWO-001): ``norm (x - y) g`` in the dtype's own
     arithmetic, each step a float32 operation rounded to the dtype, ``norm`` (2, or 2/N
     for the mean) rounded to the dtype first."""
-    fmt = format_of(x.dtype)
-
-    def h(v: Any) -> Any:
-        return quantize(np.asarray(v, np.float32), fmt)
+    h = dtype_steps(x.dtype)
     norm = h(np.float32(2.0 / x.numel() if REDUCTIONS[code] == "mean" else 2.0))
     with np.errstate(all="ignore"):
         r = h(h(norm * h(to_numpy(x) - to_numpy(y))) * to_numpy(g))

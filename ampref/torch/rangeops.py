@@ -41,11 +41,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ampref.formats.cast import quantize
 from ampref.formats.exactsum import add_rounded, fma64
 from ampref.formats.table import get_format
 
-from .convert import FLOAT_DTYPES, from_numpy, meta
+from .convert import dtype_steps, from_numpy, meta
 
 __all__ = ["RANGES"]
 
@@ -72,11 +71,11 @@ def linspace_values(start: float, end: float, steps: int, cf: Any) -> Any:
     return np.where(idx < half, low, high).astype(cf)
 
 
-def narrow_linspace_values(start: float, end: float, steps: int, fmt: str) -> Any:
-    """torch's 16-bit CPU linspace (module docstring): float32 values of ``fmt``."""
+def narrow_linspace_values(start: float, end: float, steps: int,
+                           dtype: torch.dtype) -> Any:
+    """torch's 16-bit CPU linspace (module docstring): float32 values of ``dtype``."""
+    r = dtype_steps(dtype)  # one c10 Half/BFloat16 operation: float32, then the dtype
     with np.errstate(all="ignore"):
-        def r(x: Any) -> Any:  # one c10 Half/BFloat16 operation: float32, then fmt
-            return quantize(np.asarray(x, np.float32), fmt)
         a, b = r([start, end])  # Half(float(double)): two roundings, as torch's
         if steps <= 1:
             return np.full(steps, a, np.float32)
@@ -97,7 +96,7 @@ def _linspace(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
     start, end = float(start), float(end)
     _check_ends("linspace", out.dtype, start, end, steps, {"start": start})
     if out.dtype in (torch.float16, torch.bfloat16):
-        values = narrow_linspace_values(start, end, steps, FLOAT_DTYPES[out.dtype])
+        values = narrow_linspace_values(start, end, steps, out.dtype)
     else:
         cf = np.float64 if out.dtype == torch.float64 else np.float32
         values = linspace_values(start, end, steps, cf)
@@ -130,9 +129,9 @@ def _ends_in(dtype: torch.dtype, start: float, end: float) -> tuple[float, float
         a, b = np.float32(start), np.float32(end)
         if dtype == torch.float32:
             return float(a), float(b), float(b - a)
-        fmt = FLOAT_DTYPES[dtype]
-        a, b = quantize(np.array([a, b]), fmt)
-        return float(a), float(b), float(quantize(np.array([b - a]), fmt)[0])
+        r = dtype_steps(dtype)
+        a, b = r(np.array([a, b]))
+        return float(a), float(b), float(r(b - a))
 
 
 def logspace_values(start: float, end: float, steps: int, base: float,
