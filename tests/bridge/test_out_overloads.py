@@ -5,12 +5,15 @@ row copies (exact, TRC-EMU-001), and CUDA autocast's float32 ``norm`` with a def
 
 from __future__ import annotations
 
+from fractions import Fraction as Q
 from typing import Any
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from value_oracles import r32  # noqa: E402
 
 from ampref.testing import assert_bitwise_equal  # noqa: E402
 from ampref.torch import autocast, emulate, shadow  # noqa: E402
@@ -99,18 +102,19 @@ def test_optimizers_that_write_out_tensors_run_emulated_and_give_torchs_paramete
 
 
 @pytest.mark.clause("TRC-NN-001")
-def test_vdot_of_real_vectors_is_the_emulated_dot() -> None:
-    """Inputs: two 300-element float32 vectors of wide exponents. Expected: ``vdot``
-    equals ``dot`` under emulate (the same exact dot rounded once), and spectral norm's
-    power iteration runs without fallback. Pass: bitwise; no op left to torch."""
+def test_vdot_of_real_vectors_is_the_exact_dot_rounded_once() -> None:
+    """Inputs: two 300-element float32 vectors of exponents -20..19. Expected: ``vdot``
+    under emulate is fl32 of the exact sum of products (a Fraction oracle), and spectral
+    norm's power iteration runs without fallback. Pass: bitwise; no op left to torch."""
     rng = np.random.default_rng(5)
-    a, b = (torch.tensor((rng.standard_normal(300) * np.exp2(rng.integers(-20, 20, 300)))
-                         .astype(np.float32)) for _ in range(2))
+    a, b = ((rng.standard_normal(300) * np.exp2(rng.integers(-20, 20, 300))).astype(np.float32)
+            for _ in range(2))
     layer = torch.nn.utils.parametrizations.spectral_norm(torch.nn.Linear(4, 3))
     with emulate(fallback="error") as em:
-        got, want = torch.vdot(a, b), torch.dot(a, b)
+        got = torch.vdot(torch.tensor(a), torch.tensor(b))
         layer(torch.randn(2, 4)).sum().backward()
-    assert_bitwise_equal(got.numpy(), want.numpy(), msg="vdot")
+    exact = sum((Q(float(x)) * Q(float(y)) for x, y in zip(a, b, strict=True)), Q(0))
+    assert_bitwise_equal(got.numpy(), np.array(float(r32(exact)), np.float32), msg="vdot")
     assert em.report.not_emulated() == []
 
 
