@@ -41,7 +41,7 @@ from ampref.policy.policies import MixedPolicy, Policy
 from .convert import FLOAT_DTYPES, format_of
 from .jmpmode import JmpMode
 
-__all__ = ["APPEND_DTYPE", "autocast", "overloads", "torch_registered"]
+__all__ = ["APPEND_DTYPE", "autocast", "casts_per_op", "overloads", "torch_registered"]
 
 _KEY = torch._C.DispatchKey.AutocastCPU
 _KEYSET = torch._C.DispatchKeySet(_KEY)
@@ -277,6 +277,13 @@ def _torch_state(device_type: str, dtype: torch.dtype | None, enabled: bool,
             torch.set_autocast_enabled(d, was)
             torch.set_autocast_dtype(d, dt)
         torch.set_autocast_cache_enabled(prev_cache)
+
+
+def casts_per_op() -> bool:
+    """Whether this thread is inside an :func:`autocast` region whose kernels cast per
+    aten op at ``AutocastCPU`` (enabled, a per-op policy; not a jmp string)."""
+    pol, low = policy_autocast.active()
+    return isinstance(pol, Policy) and low is not None
 
 
 @contextmanager

@@ -42,7 +42,7 @@ from .vecnorms import VECTOR_NORMS
 from .weightnorm import WEIGHT_NORM
 
 __all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "passes_through",
-           "supported_ops"]
+           "supported_ops", "unsupported_reason"]
 
 #: aten ops ampref computes (overload packet name -> handler)
 HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES, **NN,
@@ -94,7 +94,27 @@ EXACT = frozenset({
     "max_pool_double_backward",
     # a step function's values are 0, 1 or the given value; copies of rows by index
     "heaviside", "heaviside_", "index_copy", "index_copy_",
+    # both extremes at once, the elementwise smaller; a float's significand in [0.5, 1)
+    # and its exponent
+    "aminmax", "minimum", "frexp",
 })
+
+
+#: why ops without a reference are refused, where more can be said than that (prefix ->
+#: reason); ``unsupported_reason`` reads it
+_REFUSED = {
+    "_fused_": "torch's fused optimizer kernels (fused=True) are not modelled: their "
+               "arithmetic differs from the foreach and single-tensor steps ampref computes "
+               "(pass foreach=True or foreach=False)",
+}
+
+
+def unsupported_reason(name: str) -> str:
+    """Why the op ``name`` has no reference, for :class:`UnsupportedOpError`."""
+    for prefix, why in _REFUSED.items():
+        if name.startswith(prefix):
+            return why
+    return "no reference implementation"
 
 
 def supported_ops() -> list[str]:
@@ -113,7 +133,9 @@ def passes_through(func: Any, name: str, handler: Any, args: tuple[Any, ...],
     ops: ``sum`` of a bool mask, as cross entropy with label smoothing counts its
     targets), whose results involve no rounding."""
     if handler is None:
-        return name in EXACT or not _floating_output(func, args, kwargs)
+        # an in-place form of an op without rounding (``triu_``, ``scatter_``) is one too
+        exact = name in EXACT or (name.endswith("_") and name[:-1] in EXACT)
+        return exact or not _floating_output(func, args, kwargs)
     # a floating operand makes the output floating for every handled op: skip the meta call
     return not _has_float(args, kwargs) and not _floating_output(func, args, kwargs)
 
@@ -128,12 +150,26 @@ def _has_float(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 
 def _floating_output(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    if not func._schema.returns:
+        # an op returning nothing (``_foreach_tanh_``) outputs what it writes into
+        return any(is_float(t) for t in _written(func, args, kwargs))
     try:
         out = meta(func, args, kwargs)
     except Exception:  # noqa: BLE001 - ops without a meta kernel: judge by the inputs
         return any(is_float(a) for a in args)
     outs = out if isinstance(out, (list, tuple)) else [out]
     return any(isinstance(o, torch.Tensor) and o.dtype.is_floating_point for o in outs)
+
+
+def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The tensors ``func``'s schema marks as written (``Tensor(a!)[] self``)."""
+    out: list[Any] = []
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        v = args[i] if i < len(args) else kwargs.get(a.name)
+        out.extend(v if isinstance(v, (list, tuple)) else [v])
+    return out
 
 
 def elements(out: Any) -> int:
@@ -195,6 +231,12 @@ class ModeBase(TorchDispatchMode):
         mod = torch.nn.modules.module
         self._hooks = [mod.register_module_forward_pre_hook(pre),
                        mod.register_module_forward_hook(post)]
+        # torch's fused inference path for attention (eval mode without autograd:
+        # _native_multi_head_attention, _transformer_encoder_layer_fwd) is one kernel
+        # ampref has no reference for; off, the modules run the ops of their standard
+        # path, the same math (TRC-EMU-007)
+        self._fastpath = torch.backends.mha.get_fastpath_enabled()
+        torch.backends.mha.set_fastpath_enabled(False)
         return super().__enter__()
 
     def __exit__(self, *exc: Any) -> None:
@@ -202,6 +244,7 @@ class ModeBase(TorchDispatchMode):
             h.remove()
         self._hooks = []
         self._stack = []
+        torch.backends.mha.set_fastpath_enabled(self._fastpath)
         super().__exit__(*exc)
 
 

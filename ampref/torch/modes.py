@@ -14,11 +14,12 @@ import torch
 
 from ampref.policy.autocast import suspended
 
-from .base import HANDLERS, ModeBase, UnsupportedOpError, elements, passes_through
+from .base import ModeBase, UnsupportedOpError, elements, passes_through, unsupported_reason
+from .composites import decomposed, per_tensor
 from .cudacalls import intercepted
 from .layout import match_layout
 from .measures import count_nonfinite
-from .outargs import functional_form, out_names, store
+from .outargs import functional_form, handler_for, store
 from .recipes import RecipeLinears
 
 __all__ = ["emulate"]
@@ -79,19 +80,25 @@ class emulate(ModeBase):  # noqa: N801 - used as a context manager, like torch.a
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
-        handler = HANDLERS.get(name)
+        handler, inplace = handler_for(func)
         if passes_through(func, name, handler, args, kwargs):
             return func(*args, **kwargs)
+        if handler is None:
+            out = decomposed(self, func, args, kwargs)
+            if out is NotImplemented:
+                out = per_tensor(self, func, args, kwargs)
+            if out is not NotImplemented:
+                return out
         rec = self.report.record(self.path(), name)
-        outs = out_names(func)
+        targets = None
         try:
             if handler is None:
-                raise UnsupportedOpError("no reference implementation")
-            call, kw = functional_form(func, kwargs)
+                raise UnsupportedOpError(unsupported_reason(name))
+            call, kw, targets = functional_form(func, args, kwargs, inplace)
             with suspended():  # torch's casts are already in the graph: no engine autocast
                 out = match_layout(call, args, kw, handler(self, call, args, kw))
-            if outs:
-                out = store([kwargs[n] for n in outs], out)
+            if targets is not None:
+                out = store(func, targets, out)
         except NotImplementedError as e:
             if self.fallback != "torch":
                 raise UnsupportedOpError(
@@ -103,6 +110,6 @@ class emulate(ModeBase):  # noqa: N801 - used as a context manager, like torch.a
         if self.linears is not None and name in _UNQUANTIZED:
             rec.note = _UNQUANTIZED[name]
         rec.calls += 1
-        rec.elements += elements(out)
+        rec.elements += elements(out if out is not None else targets)
         count_nonfinite(rec, name, args, out)
         return out

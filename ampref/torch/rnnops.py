@@ -64,11 +64,15 @@ def _lstm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any
         args[:14]
     _check(mode, batch_sizes, bidi)
     biases = (b_ih, b_hh) if has_biases else (None, None)
+    # the states are (B, H) under autograd and (1, B, H) where torch.lstm's composite runs
+    # whole (inference mode); the outputs take the given shape
+    shape = tuple(hx.shape)
     out, h, c = forward(lambda x_, wi, wh, bi, bh, h0, c0: _layer(
         x_, wi, wh, bi, bh, h0, c0, bool(reverse), ctx.accumulation),
-        x, w_ih, w_hh, *biases, hx, cx)
+        x, w_ih, w_hh, *biases, hx.reshape(shape[-2:]), cx.reshape(shape[-2:]))
     workspace = torch.empty(0, dtype=torch.uint8)  # torch's backward state: unused here
-    return as_torch(out, x.dtype), as_torch(h, x.dtype), as_torch(c, x.dtype), workspace
+    return (as_torch(out, x.dtype), as_torch(h, x.dtype).reshape(shape),
+            as_torch(c, x.dtype).reshape(shape), workspace)
 
 
 def _lstm_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:

@@ -13,9 +13,10 @@ import torch
 
 from ampref.policy.autocast import suspended
 
-from .base import HANDLERS, ModeBase, UnsupportedOpError, elements, passes_through
+from .base import ModeBase, UnsupportedOpError, elements, passes_through, unsupported_reason
+from .composites import decomposed, per_tensor
 from .measures import DEFINITION_NOTES, compare, count_nonfinite
-from .outargs import functional_form
+from .outargs import functional_form, handler_for, store
 
 __all__ = ["shadow"]
 
@@ -64,9 +65,15 @@ class shadow(ModeBase):  # noqa: N801 - a context manager
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
-        handler = HANDLERS.get(name)
+        handler, inplace = handler_for(func)
         if passes_through(func, name, handler, args, kwargs):
             return func(*args, **kwargs)
+        if handler is None:
+            parts = decomposed(self, func, args, kwargs)
+            if parts is NotImplemented:
+                parts = per_tensor(self, func, args, kwargs)
+            if parts is not NotImplemented:
+                return parts
         copies, kw_copies = _clone(args), _clone(kwargs)
         theirs = func(*args, **kwargs)
         rec = self.report.record(self.path(), name)
@@ -75,10 +82,15 @@ class shadow(ModeBase):  # noqa: N801 - a context manager
         count_nonfinite(rec, name, copies, theirs)
         try:
             if handler is None:
-                raise UnsupportedOpError("no ampref reference")
-            call, kw = functional_form(func, kw_copies)
+                raise UnsupportedOpError(unsupported_reason(name))
+            call, kw, targets = functional_form(func, copies, kw_copies, inplace)
             with suspended():
                 ours = handler(self, call, copies, kw)
+            seen = theirs
+            if inplace is not None:  # torch wrote into self: compare in self's dtype
+                written = _clone(targets)
+                store(func, written, ours)
+                ours, seen = written, args[0]
         except NotImplementedError as e:
             if self.fallback != "torch":
                 raise UnsupportedOpError(
@@ -86,7 +98,7 @@ class shadow(ModeBase):  # noqa: N801 - a context manager
                     "fallback='torch' to record it and go on") from None
             rec.emulated, rec.note = False, str(e)
             return theirs
-        compare(rec, name, copies, theirs, ours)
+        compare(rec, name, copies, seen, ours)
         if rec.mismatches and name in DEFINITION_NOTES:
             rec.note = DEFINITION_NOTES[name]
         return theirs

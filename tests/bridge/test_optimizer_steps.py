@@ -1,6 +1,8 @@
 """torch's optimizers stepped under emulate from given gradients equal torch's own steps
 word for word (TRC-PWO-001): their updates are pointwise ops whose fused multiply-adds,
-operation order and out= forms the bridge reproduces (TRC-EMU-006)."""
+operation order and out= forms the bridge reproduces (TRC-EMU-006), in single-tensor and
+multi-tensor (``foreach=True``: ``_foreach_`` ops as their per-tensor ops, TRC-EMU-007)
+form. torch's fused kernels (``fused=True``) are refused: test_dispatch_forms."""
 
 from __future__ import annotations
 
@@ -26,17 +28,36 @@ OPTIMIZERS: dict[str, Callable[[list[Any]], Any]] = {
     "SGD momentum nesterov weight-decay": lambda ps: optim.SGD(
         ps, lr=0.05, momentum=0.9, weight_decay=1e-4, nesterov=True),
     "SGD single-tensor": lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9, foreach=False),
+    "SGD foreach": lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=1e-4,
+                                        nesterov=True, foreach=True),
     "Adam": lambda ps: optim.Adam(ps, lr=1e-2),
     "Adam single-tensor": lambda ps: optim.Adam(ps, lr=1e-2, foreach=False),
-    "Adam fused": lambda ps: optim.Adam(ps, lr=1e-2, fused=True),
+    "Adam foreach": lambda ps: optim.Adam(ps, lr=1e-2, foreach=True),
     "AdamW": lambda ps: optim.AdamW(ps, lr=1e-2, weight_decay=0.1),
-    "AdamW fused": lambda ps: optim.AdamW(ps, lr=1e-2, weight_decay=0.1, fused=True),
+    "AdamW foreach": lambda ps: optim.AdamW(ps, lr=1e-2, weight_decay=0.1, foreach=True),
     "Adam amsgrad": lambda ps: optim.Adam(ps, lr=1e-2, amsgrad=True),
+    "Adam amsgrad foreach": lambda ps: optim.Adam(ps, lr=1e-2, amsgrad=True, foreach=True),
     "Adamax": lambda ps: optim.Adamax(ps, lr=1e-2),
+    "Adamax foreach": lambda ps: optim.Adamax(ps, lr=1e-2, foreach=True),
     "NAdam": lambda ps: optim.NAdam(ps, lr=1e-2),
+    "NAdam foreach": lambda ps: optim.NAdam(ps, lr=1e-2, foreach=True),
     "RAdam": lambda ps: optim.RAdam(ps, lr=1e-2),
+    "RAdam foreach": lambda ps: optim.RAdam(ps, lr=1e-2, foreach=True),
+    "Adagrad": lambda ps: optim.Adagrad(ps, lr=1e-2),
+    "Adagrad foreach": lambda ps: optim.Adagrad(ps, lr=1e-2, foreach=True),
+    "RMSprop centered momentum": lambda ps: optim.RMSprop(ps, lr=1e-2, momentum=0.9,
+                                                          centered=True),
+    "RMSprop foreach": lambda ps: optim.RMSprop(ps, lr=1e-2, momentum=0.9, centered=True,
+                                                foreach=True),
+    "Adadelta": lambda ps: optim.Adadelta(ps),
+    "Adadelta foreach": lambda ps: optim.Adadelta(ps, foreach=True),
+    "Rprop": lambda ps: optim.Rprop(ps),
+    "Rprop foreach": lambda ps: optim.Rprop(ps, foreach=True),
+    "ASGD": lambda ps: optim.ASGD(ps),
+    "ASGD foreach": lambda ps: optim.ASGD(ps, foreach=True),
 }
-SQRT = {"Adam", "Adam single-tensor", "AdamW", "Adam amsgrad", "NAdam"}
+SQRT = {name for name in OPTIMIZERS
+        if name.split()[0] in ("Adam", "AdamW", "NAdam", "Adagrad", "RMSprop", "Adadelta")}
 
 
 def _torchs_own(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
@@ -61,7 +82,7 @@ def _steps(make: Callable[[list[Any]], Any], emulated: bool, steps: int = 6) -> 
     return [p.detach().clone() for p in ps]
 
 
-@pytest.mark.clause("TRC-PWO-001", "TRC-EMU-006")
+@pytest.mark.clause("TRC-PWO-001", "TRC-EMU-006", "TRC-EMU-007")
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_an_optimizer_step_under_emulate_equals_torchs_step(
         name: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -73,7 +94,7 @@ def test_an_optimizer_step_under_emulate_equals_torchs_step(
     multiply-adds, SGD differed on 30-53 of the 198 words after 3 steps). Pass:
     bitwise."""
     if name in SQRT:
-        for op in ("sqrt", "_foreach_sqrt"):
+        for op in ("sqrt", "sqrt_", "_foreach_sqrt", "_foreach_sqrt_"):
             monkeypatch.setitem(HANDLERS, op, _torchs_own)
     ours, theirs = _steps(OPTIMIZERS[name], True), _steps(OPTIMIZERS[name], False)
     for k, (p, q) in enumerate(zip(ours, theirs, strict=True)):

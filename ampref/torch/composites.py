@@ -1,0 +1,103 @@
+"""Ops the modes answer by the ops they are made of, dispatched through the mode again
+(``specs/torch.md`` TRC-EMU-007): torch's own decompositions of composite ops, and
+``_foreach_`` ops as their per-tensor op on each tensor of the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .autocast import casts_per_op
+from .base import EXACT, HANDLERS
+
+__all__ = ["decomposed", "per_tensor"]
+
+_FOREACH = "_foreach_"
+
+
+@contextmanager
+def _reentered(mode: TorchDispatchMode) -> Iterator[None]:
+    """torch pops a mode while its ``__torch_dispatch__`` runs; push it back for the
+    parts. The base class's enter and exit only: the modes' own add module hooks and
+    would reset the module path."""
+    TorchDispatchMode.__enter__(mode)
+    try:
+        yield
+    finally:
+        TorchDispatchMode.__exit__(mode, None, None, None)
+
+
+@contextmanager
+def _autocast_reopened() -> Iterator[None]:
+    """``AutocastCPU`` un-excluded inside an :func:`ampref.torch.autocast` region: a
+    dispatch mode runs with every key above it excluded, but in torch a composite that
+    reaches its backend kernel dispatches its parts afresh, through autocast. (torch's
+    own autocast flag reads as off inside a mode, so torch's native autocast is not
+    seen here; inside ``emulate`` every autocast is ampref's, TRC-CUD-001.)"""
+    if not casts_per_op():
+        yield
+        return
+    key = torch._C.DispatchKey.AutocastCPU
+    was = torch._C._dispatch_tls_is_dispatch_key_excluded(key)
+    torch._C._dispatch_tls_set_dispatch_key_excluded(key, False)
+    try:
+        yield
+    finally:
+        torch._C._dispatch_tls_set_dispatch_key_excluded(key, was)
+
+
+def decomposed(mode: TorchDispatchMode, func: Any, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+    """torch's own decomposition of a composite op (``linear``, ``matmul``, ``gru``),
+    its aten ops dispatched through autocast (where on) and ``mode``; ``NotImplemented``
+    for an op without one.
+
+    Autograd runs these decompositions before a dispatch mode sees the op; with autograd
+    off (``torch.inference_mode()``) the op reaches the mode whole. Decomposing it here
+    gives the mode the same aten ops, cast alike, so inference computes what a training
+    forward computes."""
+    with _reentered(mode), _autocast_reopened():
+        return func.decompose(*args, **kwargs)
+
+
+def _per_tensor_op(func: Any) -> Callable[..., Any] | None:
+    """What ``_foreach_<op>`` does to each tensor (``add_`` for ``_foreach_add_``), if
+    ampref answers ``<op>`` (a handler, an in-place form of one, or an op without
+    rounding). An in-place ``_foreach_`` op whose per-tensor op has no in-place form
+    (``minimum``) writes the functional result into the tensor, as torch's does."""
+    name = func.overloadpacket.__name__
+    if not name.startswith(_FOREACH):
+        return None
+    single = name[len(_FOREACH):]
+    base = single[:-1] if single.endswith("_") else single
+    if not any(n in HANDLERS or n in EXACT for n in (single, base)):
+        return None
+    aten = torch.ops.aten
+    if hasattr(aten, single):
+        return cast(Callable[..., Any], getattr(aten, single))
+    functional = getattr(aten, base, None)
+    if single == base or functional is None:
+        return None
+    return lambda x, *args, **kwargs: x.copy_(functional(x, *args, **kwargs))
+
+
+def per_tensor(mode: TorchDispatchMode, func: Any, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+    """A ``_foreach_<op>`` as ``<op>`` on each tensor of its first list, the other list
+    operands (tensors or scalars) zipped and the rest shared, each dispatched through
+    ``mode``: the list of results, or None for the in-place ``_``-forms (aten returns
+    nothing). torch's fused multi-tensor kernels compute each element as the per-tensor
+    kernel does. ``NotImplemented`` if ampref answers no such per-tensor op."""
+    single = _per_tensor_op(func)
+    if single is None:
+        return NotImplemented
+    n = len(args[0])
+    calls = [[a[i] if isinstance(a, (list, tuple)) else a for a in args] for i in range(n)]
+    with _reentered(mode):
+        outs = [single(*c, **kwargs) for c in calls]
+    return outs if func._schema.returns else None
