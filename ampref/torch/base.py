@@ -24,6 +24,7 @@ from .ctcops import CTC
 from .gridops import GRIDS
 from .indexops import INDEXING
 from .interpops import INTERPOLATION
+from .ldexpop import LDEXP
 from .lossops import LOSSES
 from .marginops import MARGINS
 from .nllops import NLL
@@ -51,7 +52,7 @@ HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES,
                                             **INTERPOLATION, **VECTOR_NORMS, **BAGS,
                                             **MARGINS, **POOLS3D, **RRELU,
                                             **RANGES, **TRILINEAR, **SPECIAL, **CTC,
-                                            **GRIDS, **WEIGHT_NORM}
+                                            **GRIDS, **WEIGHT_NORM, **LDEXP}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
