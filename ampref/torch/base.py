@@ -97,7 +97,7 @@ EXACT = frozenset({
     "heaviside", "heaviside_", "index_copy", "index_copy_",
     # both extremes at once, the elementwise smaller; a float's significand in [0.5, 1)
     # and its exponent
-    "aminmax", "minimum", "frexp",
+    "aminmax", "minimum", "frexp", "_efficientzerotensor",
 })
 
 
@@ -132,13 +132,31 @@ def passes_through(func: Any, name: str, handler: Any, args: tuple[Any, ...],
     """An op both modes hand to torch unchanged: one without ampref handler that is exact
     (views, copies), and any op without a floating-point output (integer, bool and index
     ops: ``sum`` of a bool mask, as cross entropy with label smoothing counts its
-    targets), whose results involve no rounding."""
+    targets), whose results involve no rounding; and any op on a tensor without values:
+    a meta tensor, or autograd's zero tensor (``_efficientzerotensor``, the gradient of
+    a constant branch), whose ops torch defines as the zeros they stand for."""
+    if _valueless(args, kwargs):
+        return True
     if handler is None:
         # an in-place form of an op without rounding (``triu_``, ``scatter_``) is one too
         exact = name in EXACT or (name.endswith("_") and name[:-1] in EXACT)
         return exact or not _floating_output(func, args, kwargs)
     # a floating operand makes the output floating for every handled op: skip the meta call
     return not _has_float(args, kwargs) and not _floating_output(func, args, kwargs)
+
+
+def _valueless(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a tensor operand (lists of tensors included) is a meta or zero tensor, or
+    the op makes a meta tensor (torch's zero-tensor kernels move operands there)."""
+    device = kwargs.get("device")
+    if device is not None and torch.device(device).type == "meta":
+        return True
+    for a in (*args, *kwargs.values()):
+        items = a if isinstance(a, (list, tuple)) else (a,)
+        if any(isinstance(t, torch.Tensor) and (t.is_meta or t._is_zerotensor())
+               for t in items):
+            return True
+    return False
 
 
 def _has_float(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
