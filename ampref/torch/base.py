@@ -20,6 +20,7 @@ from .nnops import NN
 from .activations import ACTIVATIONS
 from .bagops import BAGS
 from .convops import CONVS
+from .countops import COUNTS
 from .ctcops import CTC
 from .gridops import GRIDS
 from .indexops import INDEXING
@@ -52,7 +53,8 @@ HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES,
                                             **INTERPOLATION, **VECTOR_NORMS, **BAGS,
                                             **MARGINS, **POOLS3D, **RRELU,
                                             **RANGES, **TRILINEAR, **SPECIAL, **CTC,
-                                            **GRIDS, **WEIGHT_NORM, **LDEXP}
+                                            **GRIDS, **WEIGHT_NORM, **LDEXP,
+                                            **COUNTS}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
@@ -98,6 +100,8 @@ EXACT = frozenset({
     # both extremes at once, the elementwise smaller; a float's significand in [0.5, 1)
     # and its exponent
     "aminmax", "minimum", "frexp", "_efficientzerotensor",
+    # counts of the values in each bin (torch's binning), exact integers
+    "histc",
 })
 
 
