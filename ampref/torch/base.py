@@ -43,8 +43,8 @@ from .trilinear import TRILINEAR
 from .vecnorms import VECTOR_NORMS
 from .weightnorm import WEIGHT_NORM
 
-__all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "passes_through",
-           "supported_ops", "unsupported_reason"]
+__all__ = ["EXACT", "HANDLERS", "ModeBase", "UnsupportedOpError", "elements", "has_complex",
+           "passes_through", "supported_ops", "unsupported_reason"]
 
 #: aten ops ampref computes (overload packet name -> handler)
 HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES, **NN,
@@ -67,7 +67,8 @@ EXACT = frozenset({
     "new_full", "empty", "empty_strided", "zeros", "ones", "scalar_tensor", "_local_scalar_dense",
     "bernoulli_", "bernoulli", "randn", "rand", "randint", "randperm", "normal_", "uniform_",
     "rand_like", "randn_like", "randint_like", "normal", "random_", "exponential_",
-    "multinomial",
+    "multinomial", "_sample_dirichlet", "_standard_gamma", "poisson", "binomial",
+    "geometric_", "log_normal_", "cauchy_",
     "arange", "tril", "triu", "max", "amax", "min", "amin", "argmax", "argmin",
     "max_pool2d_with_indices", "slice_backward", "select_backward", "eq", "ne", "lt", "gt",
     "le", "ge", "logical_not", "logical_and", "logical_or", "isnan", "isinf", "isfinite",
@@ -100,8 +101,9 @@ EXACT = frozenset({
     # both extremes at once, the elementwise smaller; a float's significand in [0.5, 1)
     # and its exponent
     "aminmax", "minimum", "frexp", "_efficientzerotensor",
-    # counts of the values in each bin (torch's binning), exact integers
-    "histc",
+    # counts of the values in each bin (torch's binning), exact integers; views of a
+    # complex tensor as pairs of reals and back (complex arithmetic itself is refused)
+    "histc", "view_as_real", "view_as_complex",
 })
 
 
@@ -114,8 +116,22 @@ _REFUSED = {
 }
 
 
-def unsupported_reason(name: str) -> str:
-    """Why the op ``name`` has no reference, for :class:`UnsupportedOpError`."""
+def has_complex(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a complex tensor is among the operands (lists of tensors included):
+    ampref has no reference for complex arithmetic, so no handler takes one."""
+    for a in (*args, *kwargs.values()):
+        items = a if isinstance(a, (list, tuple)) else (a,)
+        if any(isinstance(t, torch.Tensor) and t.dtype.is_complex for t in items):
+            return True
+    return False
+
+
+def unsupported_reason(name: str, args: tuple[Any, ...] = (),
+                       kwargs: dict[str, Any] | None = None) -> str:
+    """Why the op ``name`` (with these operands) has no reference, for
+    :class:`UnsupportedOpError`."""
+    if has_complex(args, kwargs or {}):
+        return "complex arithmetic has no reference (complex views run in torch)"
     for prefix, why in _REFUSED.items():
         if name.startswith(prefix):
             return why
@@ -175,13 +191,17 @@ def _has_float(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 def _floating_output(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     if not func._schema.returns:
         # an op returning nothing (``_foreach_tanh_``) outputs what it writes into
-        return any(is_float(t) for t in _written(func, args, kwargs))
+        return any(isinstance(t, torch.Tensor) and (t.dtype.is_floating_point
+                                                    or t.dtype.is_complex)
+                   for t in _written(func, args, kwargs))
     try:
         out = meta(func, args, kwargs)
     except Exception:  # noqa: BLE001 - ops without a meta kernel: judge by the inputs
-        return any(is_float(a) for a in args)
+        return any(is_float(a) or has_complex((a,), {}) for a in args)
     outs = out if isinstance(out, (list, tuple)) else [out]
-    return any(isinstance(o, torch.Tensor) and o.dtype.is_floating_point for o in outs)
+    # a complex output rounds as much as a real one: not handed to torch as exact
+    return any(isinstance(o, torch.Tensor) and (o.dtype.is_floating_point or o.dtype.is_complex)
+               for o in outs)
 
 
 def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:

@@ -14,7 +14,8 @@ import torch
 
 from ampref.policy.autocast import suspended
 
-from .base import ModeBase, UnsupportedOpError, elements, passes_through, unsupported_reason
+from .base import (ModeBase, UnsupportedOpError, elements, has_complex, passes_through,
+                   unsupported_reason)
 from .composites import decomposed, per_tensor
 from .cudacalls import intercepted
 from .layout import match_layout
@@ -81,6 +82,8 @@ class emulate(ModeBase):  # noqa: N801 - used as a context manager, like torch.a
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         handler, inplace = handler_for(func)
+        if handler is not None and has_complex(args, kwargs):
+            handler = inplace = None
         if passes_through(func, name, handler, args, kwargs):
             return func(*args, **kwargs)
         if handler is None:
@@ -93,7 +96,7 @@ class emulate(ModeBase):  # noqa: N801 - used as a context manager, like torch.a
         targets = None
         try:
             if handler is None:
-                raise UnsupportedOpError(unsupported_reason(name))
+                raise UnsupportedOpError(unsupported_reason(name, args, kwargs))
             call, kw, targets = functional_form(func, args, kwargs, inplace)
             with suspended():  # torch's casts are already in the graph: no engine autocast
                 out = match_layout(call, args, kw, handler(self, call, args, kw))

@@ -13,7 +13,8 @@ import torch
 
 from ampref.policy.autocast import suspended
 
-from .base import ModeBase, UnsupportedOpError, elements, passes_through, unsupported_reason
+from .base import (ModeBase, UnsupportedOpError, elements, has_complex, passes_through,
+                   unsupported_reason)
 from .composites import decomposed, per_tensor
 from .measures import DEFINITION_NOTES, compare, count_nonfinite
 from .outargs import functional_form, handler_for, store
@@ -66,6 +67,8 @@ class shadow(ModeBase):  # noqa: N801 - a context manager
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         handler, inplace = handler_for(func)
+        if handler is not None and has_complex(args, kwargs):
+            handler = inplace = None
         if passes_through(func, name, handler, args, kwargs):
             return func(*args, **kwargs)
         if handler is None:
@@ -82,7 +85,7 @@ class shadow(ModeBase):  # noqa: N801 - a context manager
         count_nonfinite(rec, name, copies, theirs)
         try:
             if handler is None:
-                raise UnsupportedOpError(unsupported_reason(name))
+                raise UnsupportedOpError(unsupported_reason(name, args, kwargs))
             call, kw, targets = functional_form(func, copies, kw_copies, inplace)
             with suspended():
                 ours = handler(self, call, copies, kw)

@@ -300,3 +300,43 @@ def test_ops_on_autograd_zero_tensors_and_meta_tensors_are_torchs() -> None:
     assert_bitwise_equal(_bits(added), _bits(y), msg="zero + y")
     assert cast.dtype == torch.float64 and not bool(cast.any())
     assert moved.is_meta and tuple(moved.shape) == (5,)
+
+
+@pytest.mark.clause("TRC-EMU-002", "TRC-EMU-001")
+def test_complex_arithmetic_is_refused_and_complex_views_are_torchs() -> None:
+    """Inputs: rotary codes written with complex numbers (Meta's Llama reference code):
+    ``view_as_complex``, a complex product, ``view_as_real``. Expected: the views run
+    in torch, the product raises UnsupportedOpError saying complex arithmetic has no
+    reference, and with fallback="torch" the report lists it as not emulated (before,
+    a complex output counted as not floating, so the product ran in torch unreported).
+    Pass: equality."""
+    x = torch.randn(2, 4, 4, 2, generator=torch.Generator().manual_seed(2))
+    freqs = torch.polar(torch.ones(4, 4), torch.linspace(0, 3, 16).reshape(4, 4))
+    with emulate(fallback="error"):
+        xc = torch.view_as_complex(x)
+        assert_bitwise_equal(_bits(torch.view_as_real(xc)), _bits(x), msg="views")
+    with pytest.raises(UnsupportedOpError, match="complex arithmetic"):
+        with emulate(fallback="error"):
+            torch.view_as_real(torch.view_as_complex(x) * freqs)
+    with emulate(fallback="torch") as mode:
+        torch.view_as_real(torch.view_as_complex(x) * freqs)
+    assert [r.op for r in mode.report.not_emulated()] == ["mul"]
+
+
+@pytest.mark.clause("TRC-EMU-001")
+def test_distribution_samples_are_torchs_draws() -> None:
+    """Inputs: Beta (Dirichlet), Gamma, Poisson and Binomial samples from a seeded
+    generator state, under emulate without fallback and in torch (mixup's
+    ``Beta(a, a).sample()``). Expected: torch's draws (random draws run in torch; before:
+    UnsupportedOpError for ``_sample_dirichlet``). Pass: bitwise."""
+    def draws() -> list[Any]:
+        torch.manual_seed(9)
+        dist = torch.distributions
+        return [dist.Beta(torch.tensor([0.4]), torch.tensor([0.4])).sample((5,)),
+                dist.Gamma(torch.tensor([2.0]), torch.tensor([1.5])).sample((5,)),
+                torch.poisson(torch.full((5,), 3.0)),
+                dist.Binomial(10, torch.tensor([0.3])).sample((5,))]
+    with emulate(fallback="error"):
+        ours = draws()
+    for k, (a, b) in enumerate(zip(ours, draws(), strict=True)):
+        assert_bitwise_equal(_bits(a), _bits(b), msg=f"draw {k}")
