@@ -1,5 +1,6 @@
-"""Ops the modes answer by the ops they are made of, dispatched through the mode again
-(``specs/torch.md`` TRC-EMU-007): torch's own decompositions of composite ops, and
+"""Where the modes send an aten op (``specs/torch.md`` TRC-EMU-001, TRC-EMU-007): to
+torch (ops without rounding), to ampref's handler, or to the ops it is made of,
+dispatched through the mode again: torch's own decompositions of composite ops, and
 ``_foreach_`` ops as their per-tensor op on each tensor of the list.
 """
 
@@ -13,9 +14,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .autocast import casts_per_op
-from .base import EXACT, HANDLERS
+from .base import EXACT, HANDLERS, has_complex, passes_through
+from .outargs import handler_for
 
-__all__ = ["decomposed", "per_tensor"]
+__all__ = ["decomposed", "per_tensor", "routed"]
 
 _FOREACH = "_foreach_"
 
@@ -101,3 +103,23 @@ def per_tensor(mode: TorchDispatchMode, func: Any, args: tuple[Any, ...],
     with _reentered(mode):
         outs = [single(*c, **kwargs) for c in calls]
     return outs if func._schema.returns else None
+
+
+def routed(mode: TorchDispatchMode, func: Any, args: tuple[Any, ...],
+           kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """Where ``mode`` sends ``func``: ``(handler, inplace, answer)``. ``answer`` is
+    torch's result for an op without rounding, the parts' result for a composite or
+    ``_foreach_`` op, else ``NotImplemented``: then the mode computes the op with
+    ``handler`` (and ``inplace``, :func:`~ampref.torch.outargs.handler_for`), or refuses
+    it where ``handler`` is None. A handler never takes complex operands."""
+    handler, inplace = handler_for(func)
+    if handler is not None and has_complex(args, kwargs):
+        handler = inplace = None
+    if passes_through(func, func.overloadpacket.__name__, handler, args, kwargs):
+        return handler, inplace, func(*args, **kwargs)
+    if handler is not None:
+        return handler, inplace, NotImplemented
+    answer = decomposed(mode, func, args, kwargs)
+    if answer is NotImplemented:
+        answer = per_tensor(mode, func, args, kwargs)
+    return None, None, answer

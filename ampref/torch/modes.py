@@ -14,13 +14,12 @@ import torch
 
 from ampref.policy.autocast import suspended
 
-from .base import (ModeBase, UnsupportedOpError, elements, has_complex, passes_through,
-                   unsupported_reason)
-from .composites import decomposed, per_tensor
+from .base import ModeBase, UnsupportedOpError, elements, unsupported_reason
+from .composites import routed
 from .cudacalls import intercepted
 from .layout import match_layout
 from .measures import count_nonfinite
-from .outargs import functional_form, handler_for, store
+from .outargs import functional_form, store
 from .recipes import RecipeLinears
 
 __all__ = ["emulate"]
@@ -81,17 +80,9 @@ class emulate(ModeBase):  # noqa: N801 - used as a context manager, like torch.a
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
-        handler, inplace = handler_for(func)
-        if handler is not None and has_complex(args, kwargs):
-            handler = inplace = None
-        if passes_through(func, name, handler, args, kwargs):
-            return func(*args, **kwargs)
-        if handler is None:
-            out = decomposed(self, func, args, kwargs)
-            if out is NotImplemented:
-                out = per_tensor(self, func, args, kwargs)
-            if out is not NotImplemented:
-                return out
+        handler, inplace, answer = routed(self, func, args, kwargs)
+        if answer is not NotImplemented:
+            return answer
         rec = self.report.record(self.path(), name)
         targets = None
         try:

@@ -13,11 +13,10 @@ import torch
 
 from ampref.policy.autocast import suspended
 
-from .base import (ModeBase, UnsupportedOpError, elements, has_complex, passes_through,
-                   unsupported_reason)
-from .composites import decomposed, per_tensor
+from .base import ModeBase, UnsupportedOpError, elements, unsupported_reason
+from .composites import routed
 from .measures import DEFINITION_NOTES, compare, count_nonfinite
-from .outargs import functional_form, handler_for, store
+from .outargs import functional_form, store
 
 __all__ = ["shadow"]
 
@@ -66,17 +65,9 @@ class shadow(ModeBase):  # noqa: N801 - a context manager
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
-        handler, inplace = handler_for(func)
-        if handler is not None and has_complex(args, kwargs):
-            handler = inplace = None
-        if passes_through(func, name, handler, args, kwargs):
-            return func(*args, **kwargs)
-        if handler is None:
-            parts = decomposed(self, func, args, kwargs)
-            if parts is NotImplemented:
-                parts = per_tensor(self, func, args, kwargs)
-            if parts is not NotImplemented:
-                return parts
+        handler, inplace, answer = routed(self, func, args, kwargs)
+        if answer is not NotImplemented:
+            return answer
         copies, kw_copies = _clone(args), _clone(kwargs)
         theirs = func(*args, **kwargs)
         rec = self.report.record(self.path(), name)
