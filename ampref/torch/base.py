@@ -22,6 +22,7 @@ from .bagops import BAGS
 from .convops import CONVS
 from .countops import COUNTS
 from .ctcops import CTC
+from .fusedoptim import FUSED_OPTIMIZERS
 from .gridops import GRIDS
 from .indexops import INDEXING
 from .interpops import INTERPOLATION
@@ -54,7 +55,7 @@ HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES,
                                             **MARGINS, **POOLS3D, **RRELU,
                                             **RANGES, **TRILINEAR, **SPECIAL, **CTC,
                                             **GRIDS, **WEIGHT_NORM, **LDEXP,
-                                            **COUNTS}
+                                            **COUNTS, **FUSED_OPTIMIZERS}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
@@ -110,9 +111,9 @@ EXACT = frozenset({
 #: why ops without a reference are refused, where more can be said than that (prefix ->
 #: reason); ``unsupported_reason`` reads it
 _REFUSED = {
-    "_fused_": "torch's fused optimizer kernels (fused=True) are not modelled: their "
-               "arithmetic differs from the foreach and single-tensor steps ampref computes "
-               "(pass foreach=True or foreach=False)",
+    "_fused_": "torch's fused SGD and Adagrad kernels (fused=True) are not modelled: "
+               "their arithmetic differs from the foreach and single-tensor steps ampref "
+               "computes (pass foreach=True or foreach=False)",
 }
 
 

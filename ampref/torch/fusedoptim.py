@@ -1,0 +1,112 @@
+"""torch's fused CPU Adam and AdamW steps on ampref's numerics (``specs/torch.md``
+TRC-OPT-001): ``_fused_adam_`` and ``_fused_adamw_``, which ``Adam(fused=True)`` and
+``AdamW(fused=True)`` call.
+
+torch 2.13's kernel (``FusedAdamKernel.cpp``) computes each element in the parameter's
+format (float32, or float64) with its bias corrections in double. Its vectorised body,
+the definition here, is (``fl``: one rounding; ``fma``: the exact ``a b + c`` rounded
+once; constants rounded from double once)::
+
+    g = fl(g / scale)                        (with GradScaler's grad_scale; stored back)
+    g = -g                                   (maximize)
+    g = fma(p, wd, g)        (Adam, wd != 0)       p = fl(p fl(1 - lr wd))   (AdamW)
+    m = fma(w, fl(g - m), m)                 (w = 1 - beta1; |w| >= 1/2: fma(w - 1, g - m, g))
+    v = fma(fl(c g), g, fl(v beta2))         (c = 1 - beta2)
+    v_max = max(v_max, v)                    (amsgrad; the denominator then takes v_max)
+    d = fl(fl(sqrt(v) / sqrt(1 - beta2^t)) + eps)
+    p = fl(p + fl(fl(-lr / (1 - beta1^t) m) / d))
+
+with ``sqrt`` correctly rounded (the vector unit's). A step whose ``found_inf`` is 1
+changes nothing. NaN and inf follow IEEE through each operation; ``max`` keeps a NaN.
+torch's last ``numel mod 16`` float32 elements (the scalar tail, partly auto-vectorised
+by its compiler) round ``v`` differently (``fma(v, beta2, fl(fl(c g) g))`` for its
+last ``mod 8``): ampref computes every element as the body does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from .convert import from_numpy, to_numpy
+from .fusedops import fused
+
+__all__ = ["FUSED_OPTIMIZERS"]
+
+Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+def _scalar(v: Any) -> float:
+    return float(v.item()) if isinstance(v, torch.Tensor) else float(v)
+
+
+def _constants(kw: dict[str, Any], step: float, cf: Any) -> dict[str, Any]:
+    """The kernel's per-step constants: computed in double, then rounded to ``cf``."""
+    lr, b1, b2 = _scalar(kw["lr"]), float(kw["beta1"]), float(kw["beta2"])
+    wd = float(kw["weight_decay"])
+    return {"lr": lr, "wd": cf(wd), "decay": cf(1 - lr * wd), "w": cf(1 - b1),
+            "c": cf(1 - b2), "b2": cf(b2), "eps": cf(float(kw["eps"])),
+            "root": cf(math.sqrt(1 - b2 ** step)), "step_size": cf(-(lr / (1 - b1 ** step)))}
+
+
+def _moments(g: Any, m: Any, v: Any, k: dict[str, Any]) -> tuple[Any, Any]:
+    """The lerp of the first moment (its two branches by ``|w| < 1/2``) and the fused
+    second-moment update."""
+    w = k["w"]
+    d = g - m
+    m = fused(w, d, m) if abs(w) < 0.5 else fused(w - w.dtype.type(1), d, g)
+    return m, fused(k["c"] * g, g, v * k["b2"])
+
+
+def _one(p: torch.Tensor, grad: torch.Tensor, m_t: torch.Tensor, v_t: torch.Tensor,
+         vmax_t: torch.Tensor | None, step: float, kw: dict[str, Any], adamw: bool) -> None:
+    """One parameter's step, written into its tensors."""
+    x, g, m, v = (to_numpy(t) for t in (p, grad, m_t, v_t))
+    cf = x.dtype.type
+    k = _constants(kw, step, cf)
+    with np.errstate(all="ignore"):
+        if kw.get("grad_scale") is not None:
+            g = g / cf(_scalar(kw["grad_scale"]))
+            grad.copy_(from_numpy(g, grad.dtype))
+        if kw["maximize"]:
+            g = -g
+        if float(kw["weight_decay"]) != 0:
+            if adamw:
+                x = x * k["decay"]
+            else:
+                g = fused(x, k["wd"], g)
+        m, v = _moments(g, m, v, k)
+        denom_of = v
+        if vmax_t is not None:
+            denom_of = np.maximum(to_numpy(vmax_t), v)
+            vmax_t.copy_(from_numpy(denom_of, vmax_t.dtype))
+        d = np.sqrt(denom_of) / k["root"] + k["eps"]
+        x = x + (k["step_size"] * m) / d
+    for t, val in ((p, x), (m_t, m), (v_t, v)):
+        t.copy_(from_numpy(np.asarray(val), t.dtype))
+
+
+def _fused_adam(adamw: bool) -> Handler:
+    def handler(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps = args[:6]
+        found = kw.get("found_inf")
+        if found is not None and _scalar(found) == 1.0:
+            return None
+        for i, p in enumerate(params):
+            if p.dtype not in (torch.float32, torch.float64):
+                raise NotImplementedError(
+                    f"ampref.torch: fused Adam on {p.dtype} parameters (float32 and "
+                    "float64 are modelled; pass foreach=True)")
+            vmax = max_sqs[i] if kw["amsgrad"] else None
+            _one(p, grads[i], exp_avgs[i], exp_avg_sqs[i], vmax, _scalar(steps[i]), kw, adamw)
+        return None
+    return handler
+
+
+#: aten op name -> handler
+FUSED_OPTIMIZERS: dict[str, Handler] = {"_fused_adam_": _fused_adam(False),
+                                        "_fused_adamw_": _fused_adam(True)}
