@@ -111,8 +111,8 @@ EXACT = frozenset({
 #: why ops without a reference are refused, where more can be said than that (prefix ->
 #: reason); ``unsupported_reason`` reads it
 _REFUSED = {
-    "_fused_": "torch's fused SGD and Adagrad kernels (fused=True) are not modelled: "
-               "their arithmetic differs from the foreach and single-tensor steps ampref "
+    "_fused_": "torch's fused Adagrad kernel (fused=True) is not modelled: its "
+               "arithmetic differs from the foreach and single-tensor steps ampref "
                "computes (pass foreach=True or foreach=False)",
 }
 

@@ -1,6 +1,6 @@
-"""torch's fused CPU Adam and AdamW steps on ampref's numerics (``specs/torch.md``
-TRC-OPT-001): ``_fused_adam_`` and ``_fused_adamw_``, which ``Adam(fused=True)`` and
-``AdamW(fused=True)`` call.
+"""torch's fused CPU Adam, AdamW and SGD steps on ampref's numerics (``specs/torch.md``
+TRC-OPT-001): ``_fused_adam_``, ``_fused_adamw_`` and ``_fused_sgd_``, which
+``Adam(fused=True)``, ``AdamW(fused=True)`` and ``SGD(fused=True)`` call.
 
 torch 2.13's kernel (``FusedAdamKernel.cpp``) computes each element in the parameter's
 format (float32, or float64) with its bias corrections in double. Its vectorised body,
@@ -16,11 +16,18 @@ once; constants rounded from double once)::
     d = fl(fl(sqrt(v) / sqrt(1 - beta2^t)) + eps)
     p = fl(p + fl(fl(-lr / (1 - beta1^t) m) / d))
 
-with ``sqrt`` correctly rounded (the vector unit's). A step whose ``found_inf`` is 1
-changes nothing. NaN and inf follow IEEE through each operation; ``max`` keeps a NaN.
-torch's last ``numel mod 16`` float32 elements (the scalar tail, partly auto-vectorised
-by its compiler) round ``v`` differently (``fma(v, beta2, fl(fl(c g) g))`` for its
-last ``mod 8``): ampref computes every element as the body does.
+with ``sqrt`` correctly rounded (the vector unit's). SGD's body (``FusedSGDKernel.cpp``)::
+
+    g = fl(g / scale); g = -g (maximize); g = fma(p, wd, g)
+    b = g (first step)  or  b = fma(g, fl(1 - dampening), fl(b momentum))
+    g = fma(b, momentum, g) (nesterov)  or  g = b
+    p = fma(g, -lr, p)
+
+A step whose ``found_inf`` is 1 changes nothing. NaN and inf follow IEEE through each
+operation; ``max`` keeps a NaN. torch's scalar remainder of each tensor (the last
+``numel mod W`` elements past their last whole ``W/2`` group; ``W`` = 16 float32 or 8
+float64 elements on AVX512), compiled otherwise, rounds Adam's ``v`` as
+``fma(v, beta2, fl(fl(c g) g))``: ampref computes every element as the body does.
 """
 
 from __future__ import annotations
@@ -97,16 +104,55 @@ def _fused_adam(adamw: bool) -> Handler:
         if found is not None and _scalar(found) == 1.0:
             return None
         for i, p in enumerate(params):
-            if p.dtype not in (torch.float32, torch.float64):
-                raise NotImplementedError(
-                    f"ampref.torch: fused Adam on {p.dtype} parameters (float32 and "
-                    "float64 are modelled; pass foreach=True)")
+            _modelled(p, "Adam")
             vmax = max_sqs[i] if kw["amsgrad"] else None
             _one(p, grads[i], exp_avgs[i], exp_avg_sqs[i], vmax, _scalar(steps[i]), kw, adamw)
         return None
     return handler
 
 
+def _sgd_one(p: torch.Tensor, grad: torch.Tensor, buf_t: torch.Tensor | None,
+             kw: dict[str, Any]) -> None:
+    """One parameter's fused SGD step, written into its tensors."""
+    x, g = to_numpy(p), to_numpy(grad)
+    cf = x.dtype.type
+    momentum, wd = float(kw["momentum"]), float(kw["weight_decay"])
+    with np.errstate(all="ignore"):
+        if kw.get("grad_scale") is not None:
+            g = g / cf(_scalar(kw["grad_scale"]))
+            grad.copy_(from_numpy(g, grad.dtype))
+        if kw["maximize"]:
+            g = -g
+        if wd != 0:
+            g = fused(x, cf(wd), g)
+        if momentum != 0 and buf_t is not None:
+            b = g if kw["is_first_step"] else fused(
+                g, cf(1 - float(kw["dampening"])), to_numpy(buf_t) * cf(momentum))
+            buf_t.copy_(from_numpy(np.asarray(b), buf_t.dtype))
+            g = fused(b, cf(momentum), g) if kw["nesterov"] else b
+        x = fused(g, cf(-_scalar(kw["lr"])), x)
+    p.copy_(from_numpy(np.asarray(x), p.dtype))
+
+
+def _modelled(p: torch.Tensor, name: str) -> None:
+    if p.dtype not in (torch.float32, torch.float64):
+        raise NotImplementedError(
+            f"ampref.torch: fused {name} on {p.dtype} parameters (float32 and float64 are "
+            "modelled; pass foreach=True)")
+
+
+def _fused_sgd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    params, grads, bufs = args[:3]
+    found = kw.get("found_inf")
+    if found is not None and _scalar(found) == 1.0:
+        return None
+    for i, p in enumerate(params):
+        _modelled(p, "SGD")
+        _sgd_one(p, grads[i], bufs[i] if bufs else None, kw)
+    return None
+
+
 #: aten op name -> handler
 FUSED_OPTIMIZERS: dict[str, Handler] = {"_fused_adam_": _fused_adam(False),
-                                        "_fused_adamw_": _fused_adam(True)}
+                                        "_fused_adamw_": _fused_adam(True),
+                                        "_fused_sgd_": _fused_sgd}

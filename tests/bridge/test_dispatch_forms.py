@@ -223,7 +223,7 @@ def test_a_foreach_op_is_its_per_tensor_op_on_each_tensor(name: str) -> None:
 @pytest.mark.clause("TRC-EMU-002", "TRC-EMU-007")
 def test_an_op_that_returns_nothing_but_writes_floats_is_emulated_or_refused() -> None:
     """Inputs: ``_foreach_tanh_`` (no handler of its own; returns nothing) and a step of
-    ``SGD(fused=True)`` (``_fused_sgd_``, no reference) under emulate. Expected:
+    ``Adagrad(fused=True)`` (``_fused_adagrad_``, no reference) under emulate. Expected:
     tanh is computed by ampref (the report lists ``tanh_`` twice, the words equal
     emulated ``tanh``); the fused step raises UnsupportedOpError naming the op and the
     foreach alternative, and with fallback="torch" the report lists it as not emulated
@@ -239,13 +239,13 @@ def test_an_op_that_returns_nothing_but_writes_floats_is_emulated_or_refused() -
         assert_bitwise_equal(_bits(a), _bits(b), msg="_foreach_tanh_")
     p = torch.nn.Parameter(torch.ones(3))
     p.grad = torch.full((3,), 0.5)
-    opt = torch.optim.SGD([p], lr=0.1, momentum=0.9, fused=True)
-    with pytest.raises(UnsupportedOpError, match=r"foreach=True.*_fused_sgd_"):
+    opt = torch.optim.Adagrad([p], lr=0.1, fused=True)
+    with pytest.raises(UnsupportedOpError, match=r"foreach=True.*_fused_adagrad_"):
         with emulate(fallback="error"):
             opt.step()
     with emulate(fallback="torch") as mode:
         opt.step()
-    assert [r.op for r in mode.report.not_emulated()] == ["_fused_sgd_"]
+    assert [r.op for r in mode.report.not_emulated()] == ["_fused_adagrad_"]
 
 
 #: activations whose double backward a gradient penalty (WGAN-GP, R1) runs through;
