@@ -108,15 +108,6 @@ EXACT = frozenset({
 })
 
 
-#: why ops without a reference are refused, where more can be said than that (prefix ->
-#: reason); ``unsupported_reason`` reads it
-_REFUSED = {
-    "_fused_": "torch's fused Adagrad kernel (fused=True) is not modelled: its "
-               "arithmetic differs from the foreach and single-tensor steps ampref "
-               "computes (pass foreach=True or foreach=False)",
-}
-
-
 def has_complex(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether a complex tensor is among the operands (lists of tensors included):
     ampref has no reference for complex arithmetic, so no handler takes one."""
@@ -133,9 +124,6 @@ def unsupported_reason(name: str, args: tuple[Any, ...] = (),
     :class:`UnsupportedOpError`."""
     if has_complex(args, kwargs or {}):
         return "complex arithmetic has no reference (complex views run in torch)"
-    for prefix, why in _REFUSED.items():
-        if name.startswith(prefix):
-            return why
     return "no reference implementation"
 
 

@@ -1,6 +1,7 @@
-"""torch's fused CPU Adam, AdamW and SGD steps on ampref's numerics (``specs/torch.md``
-TRC-OPT-001): ``_fused_adam_``, ``_fused_adamw_`` and ``_fused_sgd_``, which
-``Adam(fused=True)``, ``AdamW(fused=True)`` and ``SGD(fused=True)`` call.
+"""torch's fused CPU optimizer steps on ampref's numerics (``specs/torch.md``
+TRC-OPT-001): ``_fused_adam_``, ``_fused_adamw_``, ``_fused_sgd_`` and
+``_fused_adagrad_``, which ``Adam``, ``AdamW``, ``SGD`` and ``Adagrad`` with
+``fused=True`` call.
 
 torch 2.13's kernel (``FusedAdamKernel.cpp``) computes each element in the parameter's
 format (float32, or float64) with its bias corrections in double. Its vectorised body,
@@ -22,6 +23,12 @@ with ``sqrt`` correctly rounded (the vector unit's). SGD's body (``FusedSGDKerne
     b = g (first step)  or  b = fma(g, fl(1 - dampening), fl(b momentum))
     g = fma(b, momentum, g) (nesterov)  or  g = b
     p = fma(g, -lr, p)
+
+and Adagrad's (``FusedAdagradKernel.cpp``; ``clr = lr / (1 + (t - 1) lr_decay)`` in
+double)::
+
+    g = fl(g / scale); g = -g (maximize); g = fma(p, wd, g)
+    s = fma(g, g, s);  p = fl(p - fl(fl(clr g) / fl(sqrt(s) + eps)))
 
 A step whose ``found_inf`` is 1 changes nothing. NaN and inf follow IEEE through each
 operation; ``max`` keeps a NaN. torch's scalar remainder of each tensor (the last
@@ -152,7 +159,40 @@ def _fused_sgd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -
     return None
 
 
+def _adagrad_one(p: torch.Tensor, grad: torch.Tensor, sum_t: torch.Tensor, step: float,
+                 kw: dict[str, Any]) -> None:
+    """One parameter's fused Adagrad step, written into its tensors."""
+    x, g = to_numpy(p), to_numpy(grad)
+    cf = x.dtype.type
+    wd = float(kw["weight_decay"])
+    clr = cf(_scalar(kw["lr"]) / (1.0 + (step - 1.0) * float(kw["lr_decay"])))
+    with np.errstate(all="ignore"):
+        if kw.get("grad_scale") is not None:
+            g = g / cf(_scalar(kw["grad_scale"]))
+            grad.copy_(from_numpy(g, grad.dtype))
+        if kw["maximize"]:
+            g = -g
+        if wd != 0:
+            g = fused(x, cf(wd), g)
+        total = fused(g, g, to_numpy(sum_t))
+        x = x - (clr * g) / (np.sqrt(total) + cf(float(kw["eps"])))
+    sum_t.copy_(from_numpy(np.asarray(total), sum_t.dtype))
+    p.copy_(from_numpy(np.asarray(x), p.dtype))
+
+
+def _fused_adagrad(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    params, grads, sums, steps = args[:4]
+    found = kw.get("found_inf")
+    if found is not None and _scalar(found) == 1.0:
+        return None
+    for i, p in enumerate(params):
+        _modelled(p, "Adagrad")
+        _adagrad_one(p, grads[i], sums[i], _scalar(steps[i]), kw)
+    return None
+
+
 #: aten op name -> handler
 FUSED_OPTIMIZERS: dict[str, Handler] = {"_fused_adam_": _fused_adam(False),
                                         "_fused_adamw_": _fused_adam(True),
-                                        "_fused_sgd_": _fused_sgd}
+                                        "_fused_sgd_": _fused_sgd,
+                                        "_fused_adagrad_": _fused_adagrad}

@@ -220,15 +220,13 @@ def test_a_foreach_op_is_its_per_tensor_op_on_each_tensor(name: str) -> None:
             assert_bitwise_equal(_bits(a), _bits(b), msg=f"{name} tensor {k} vs torch")
 
 
-@pytest.mark.clause("TRC-EMU-002", "TRC-EMU-007")
-def test_an_op_that_returns_nothing_but_writes_floats_is_emulated_or_refused() -> None:
-    """Inputs: ``_foreach_tanh_`` (no handler of its own; returns nothing) and a step of
-    ``Adagrad(fused=True)`` (``_fused_adagrad_``, no reference) under emulate. Expected:
-    tanh is computed by ampref (the report lists ``tanh_`` twice, the words equal
-    emulated ``tanh``); the fused step raises UnsupportedOpError naming the op and the
-    foreach alternative, and with fallback="torch" the report lists it as not emulated
-    (before both ran in torch, unreported: an op without outputs was judged to have no
-    floating output). Pass: equality."""
+@pytest.mark.clause("TRC-EMU-007")
+def test_an_op_that_returns_nothing_but_writes_floats_is_emulated() -> None:
+    """Inputs: ``_foreach_tanh_`` (no handler of its own; returns nothing) under
+    emulate. Expected: tanh is computed by ampref: the report lists ``tanh_`` twice and
+    the words equal emulated ``tanh`` (before, it ran in torch, unreported: an op
+    without outputs was judged to have no floating output; so did torch's fused
+    optimizers, now TRC-OPT-001). Pass: equality."""
     xs = [torch.linspace(-3, 3, 7), torch.linspace(-1, 2, 7)]
     with emulate(fallback="error") as mode:
         torch._foreach_tanh_(xs)
@@ -237,15 +235,6 @@ def test_an_op_that_returns_nothing_but_writes_floats_is_emulated_or_refused() -
         want = [torch.tanh(torch.linspace(-3, 3, 7)), torch.tanh(torch.linspace(-1, 2, 7))]
     for a, b in zip(xs, want, strict=True):
         assert_bitwise_equal(_bits(a), _bits(b), msg="_foreach_tanh_")
-    p = torch.nn.Parameter(torch.ones(3))
-    p.grad = torch.full((3,), 0.5)
-    opt = torch.optim.Adagrad([p], lr=0.1, fused=True)
-    with pytest.raises(UnsupportedOpError, match=r"foreach=True.*_fused_adagrad_"):
-        with emulate(fallback="error"):
-            opt.step()
-    with emulate(fallback="torch") as mode:
-        opt.step()
-    assert [r.op for r in mode.report.not_emulated()] == ["_fused_adagrad_"]
 
 
 #: activations whose double backward a gradient penalty (WGAN-GP, R1) runs through;

@@ -2,8 +2,8 @@
 word for word (TRC-PWO-001): their updates are pointwise ops whose fused multiply-adds,
 operation order and out= forms the bridge reproduces (TRC-EMU-006), in single-tensor and
 multi-tensor (``foreach=True``: ``_foreach_`` ops as their per-tensor ops, TRC-EMU-007)
-form; and torch's fused Adam and AdamW kernels (``fused=True``, TRC-OPT-001). The other
-fused kernels are refused: test_dispatch_forms."""
+form; and torch's fused Adam, AdamW, SGD and Adagrad kernels (``fused=True``,
+TRC-OPT-001)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_an_optimizer_step_under_emulate_equals_torchs_step(
         assert_bitwise_equal(p.numpy(), q.numpy(), msg=f"{name} parameter {k}")
 
 
-#: torch's fused Adam and SGD kernels (TRC-OPT-001) in each of their branches
+#: torch's fused Adam, SGD and Adagrad kernels (TRC-OPT-001) in each of their branches
 FUSED: dict[str, Callable[[list[Any]], Any]] = {
     "Adam": lambda ps: optim.Adam(ps, lr=1e-2, fused=True),
     "AdamW": lambda ps: optim.AdamW(ps, lr=1e-2, weight_decay=0.1, fused=True),
@@ -119,6 +119,10 @@ FUSED: dict[str, Callable[[list[Any]], Any]] = {
     "SGD nesterov maximize": lambda ps: optim.SGD(
         ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-2, maximize=True,
         fused=True),
+    "Adagrad": lambda ps: optim.Adagrad(ps, lr=0.05, fused=True),
+    "Adagrad decays maximize": lambda ps: optim.Adagrad(
+        ps, lr=0.05, lr_decay=0.01, weight_decay=0.3, initial_accumulator_value=0.1,
+        maximize=True, fused=True),
 }
 #: parameter shapes: whole 16-element vectors, one with an 8-element tail, one with 9
 FUSED_SHAPES = ((12, 16), (40,), (37, 5))
@@ -147,7 +151,8 @@ def test_a_fused_optimizer_step_under_emulate_equals_torchs_kernel(name: str,
                                                                    dtype: str) -> None:
     """Inputs: three parameters (12x16, 40, 37x5), six fused-kernel steps from the same
     seeded gradients under emulate (no fallback) and in torch. Expected: parameters and
-    state (Adam's exp_avg, exp_avg_sq, max_exp_avg_sq; SGD's momentum buffer) equal
+    state (Adam's exp_avg, exp_avg_sq, max_exp_avg_sq; SGD's momentum buffer; Adagrad's
+    sum) equal
     torch's word for word, except
     the scalar remainder of torch's tail loop, not compared: the last ``numel mod W``
     elements past their last whole ``W/2`` group (``W`` = 16 float32 or 8 float64
@@ -158,8 +163,8 @@ def test_a_fused_optimizer_step_under_emulate_equals_torchs_kernel(name: str,
     dt = getattr(torch, dtype)
     ours, theirs = _fused_run(FUSED[name], True, dt), _fused_run(FUSED[name], False, dt)
     for k, (mine, want) in enumerate(zip(ours, theirs, strict=True)):
-        assert len(mine) == len(want) == (1 if name == "SGD" else 2 if "SGD" in name
-                                          else 4 if "amsgrad" in name else 3)
+        assert len(mine) == len(want) == (1 if name == "SGD" else 4 if "amsgrad" in name
+                                          else 3 if "Adam" in name else 2)
         n = mine[0].numel()
         width = 16 if dt == torch.float32 else 8  # elements per AVX512 vector
         body = n - (n % width) % (width // 2)
