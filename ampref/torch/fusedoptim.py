@@ -4,7 +4,10 @@ TRC-OPT-001): ``_fused_adam_``, ``_fused_adamw_``, ``_fused_sgd_`` and
 ``fused=True`` call.
 
 torch 2.13's kernel (``FusedAdamKernel.cpp``) computes each element in the parameter's
-format (float32, or float64) with its bias corrections in double. Its vectorised body,
+format (float32, or float64) with its bias corrections in double; for float16 and
+bfloat16 parameters the same body in float32 on their widened values, each stored
+tensor (``p``, ``m``, ``v``, ``v_max``, the unscaled gradient) rounded once to the dtype
+while the update uses the float32 moments. Its vectorised body,
 the definition here, is (``fl``: one rounding; ``fma``: the exact ``a b + c`` rounded
 once; constants rounded from double once)::
 
@@ -111,7 +114,6 @@ def _fused_adam(adamw: bool) -> Handler:
         if found is not None and _scalar(found) == 1.0:
             return None
         for i, p in enumerate(params):
-            _modelled(p, "Adam")
             vmax = max_sqs[i] if kw["amsgrad"] else None
             _one(p, grads[i], exp_avgs[i], exp_avg_sqs[i], vmax, _scalar(steps[i]), kw, adamw)
         return None
@@ -142,6 +144,9 @@ def _sgd_one(p: torch.Tensor, grad: torch.Tensor, buf_t: torch.Tensor | None,
 
 
 def _modelled(p: torch.Tensor, name: str) -> None:
+    """Refuse 16-bit parameters for the fused SGD and Adagrad kernels: Adagrad's rounds
+    its constants to the dtype (not modelled), and torch 2.13's SGD leaves the vector
+    body of a 16-bit parameter unchanged (a torch defect: ampref does not copy it)."""
     if p.dtype not in (torch.float32, torch.float64):
         raise NotImplementedError(
             f"ampref.torch: fused {name} on {p.dtype} parameters (float32 and float64 are "
