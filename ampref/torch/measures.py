@@ -15,7 +15,6 @@ import numpy as np
 import torch
 
 from ampref.formats.ordinal import ordinal
-from ampref.formats.table import get_format
 
 from .convert import FLOAT_DTYPES, format_of, is_float, to_numpy
 from .report import OpRecord
@@ -116,8 +115,13 @@ def _hex(v: Any) -> str:
     return f"{int(bits):#x} ({float(arr)!r})"
 
 
-def _ordinal(x: Any, fmt_name: str) -> Any:
-    return ordinal(x, get_format(fmt_name))
+def _ordinal(x: Any, dtype: torch.dtype) -> Any:
+    """Positions on the output dtype's number line: float32 and float64 words directly
+    (float64 has no codes in ampref's format table: measuring it raised ValueError),
+    narrower formats by their codes."""
+    if dtype in (torch.float32, torch.float64):
+        return ordinal(x)
+    return ordinal(x, format_of(dtype))
 
 
 def _pairs(theirs: Any, ours: Any) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
@@ -147,8 +151,8 @@ def compare(rec: OpRecord, name: str, inputs: tuple[Any, ...], theirs: Any, ours
             continue
         rec.mismatches += int(diff.sum())
         ulps = np.zeros(x.shape, np.int64)
-        ulps[fin & diff] = np.abs(_ordinal(x[fin & diff], format_of(a.dtype).name)
-                                  - _ordinal(y[fin & diff], format_of(a.dtype).name))
+        ulps[fin & diff] = np.abs(_ordinal(x[fin & diff], a.dtype)
+                                  - _ordinal(y[fin & diff], a.dtype))
         ulps[diff & ~fin] = 2**31
         worst = int(np.argmax(ulps))
         rec.max_rel = max(rec.max_rel, float(rel.max()))

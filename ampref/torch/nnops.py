@@ -152,11 +152,17 @@ def _sum(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
 
 
 def _mean(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """The engine's mean; with ``dtype=`` the input cast to that dtype first, as torch
+    does (``mean(dtype=torch.float64)`` of float32 values is a float64 mean: it was the
+    float32 mean widened)."""
     out = meta(func, args, kw)
     dim = args[1] if len(args) > 1 else kw.get("dim")
     keep = args[2] if len(args) > 2 else kw.get("keepdim", False)
     dims = None if not dim else tuple(dim) if isinstance(dim, (list, tuple)) else dim
-    r = forward(lambda x: F.mean(x, dims, bool(keep)), args[0])
+    x = args[0]
+    if x.dtype != out.dtype:
+        x = from_numpy(to_numpy(x), out.dtype)
+    r = forward(lambda x_: F.mean(x_, dims, bool(keep)), x)
     return as_torch(r, out.dtype)
 
 
