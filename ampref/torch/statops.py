@@ -71,11 +71,14 @@ def _logsumexp(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -
         r = m + np.log(np.sum(np.exp(v - m), axis=axes, keepdims=True))
     if not keep:
         r = r.reshape(tuple(out.shape))
-    return from_numpy(r.astype(np.float32), out.dtype)
+    # float64 outputs keep the float64 evaluation (rounding it to float32 first lost
+    # half its digits); the others are rounded to float32, then to their dtype
+    return from_numpy(r if out.dtype == torch.float64 else r.astype(np.float32), out.dtype)
 
 
 def _moments(x: torch.Tensor, dim: Any, correction: Any, keep: bool, root: bool) -> Any:
-    """The float64 two-pass variance (or its square root) over ``dim``, as float32."""
+    """The float64 two-pass variance (or its square root) over ``dim``, as float32 (as
+    float64 for a float64 tensor)."""
     v = to_numpy(x).astype(np.float64)
     axes = _dims(v, dim)
     n = math.prod(v.shape[a] for a in axes)
@@ -84,7 +87,8 @@ def _moments(x: torch.Tensor, dim: Any, correction: Any, keep: bool, root: bool)
         mu = np.mean(v, axis=axes, keepdims=True)
         s = np.sum((v - mu) ** 2, axis=axes, keepdims=keep)
         var = s / max(0.0, n - c)
-        return (np.sqrt(var) if root else var).astype(np.float32)
+        r = np.sqrt(var) if root else var
+        return r if x.dtype == torch.float64 else r.astype(np.float32)
 
 
 def _var(root: bool, with_mean: bool) -> Handler:
@@ -98,11 +102,12 @@ def _var(root: bool, with_mean: bool) -> Handler:
         stat = from_numpy(r.reshape(tuple(first.shape)), first.dtype)
         if not with_mean:
             return stat
-        v = to_numpy(x).astype(np.float32)
+        v = to_numpy(x)
         axes = _dims(v, dim)
         n = math.prod(v.shape[a] for a in axes)
         with np.errstate(all="ignore"):
-            mean = certified.sum_f32(v, axes, keep) / np.float32(n)
+            mean = (np.sum(v, axes, keepdims=keep) / n if v.dtype == np.float64
+                    else certified.sum_f32(v.astype(np.float32), axes, keep) / np.float32(n))
         return stat, from_numpy(np.asarray(mean).reshape(tuple(out[1].shape)), out[1].dtype)
     return handler
 

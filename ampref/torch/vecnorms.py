@@ -3,7 +3,9 @@
 order, over ``dim``.
 
 Each order is a row of :data:`ORDERS`; every result is rounded to float32, then to the
-output dtype:
+output dtype (float64 tensors, or a float64 ``dtype``: the same rows in float64 instead,
+:data:`ORDERS64`: exact sums rounded once to float64 by Shewchuk's ``fsum``, the squares
+split exactly by an FMA; before 2026-11-27 a float64 input was first rounded to float32):
 
 * 2: ``fl32(sqrt(fl32(exact sum x^2)))``, the square root in float64;
 * 1: the exact sum of ``|x|`` rounded once;
@@ -26,11 +28,12 @@ import numpy as np
 import torch
 
 from ampref.accumulation import certified
+from ampref.formats.exactsum import fma64
 
 from .convert import from_numpy, meta, to_numpy
 from .indexops import scatter_sum
 
-__all__ = ["ORDERS", "VECTOR_NORMS", "pair_distance", "vector_norm"]
+__all__ = ["ORDERS", "ORDERS64", "VECTOR_NORMS", "pair_distance", "vector_norm"]
 
 Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -62,17 +65,52 @@ ORDERS: dict[float, Callable[[Any], Any]] = {
 }
 
 
+def _fsum_rows(rows: Any) -> Any:
+    """The exact sum of each float64 row rounded once (``math.fsum``; IEEE specials)."""
+    out = np.empty(rows.shape[0])
+    for i, row in enumerate(rows):
+        finite = np.isfinite(row).all()
+        out[i] = math.fsum(row.tolist()) if finite else float(np.sum(row))
+    return out
+
+
+def _two64(rows: Any) -> Any:
+    with np.errstate(all="ignore"):
+        hi = rows * rows
+        lo = fma64(rows, rows, -hi)  # hi + lo is x^2 exactly (no underflow below 2^-969)
+        return np.sqrt(_fsum_rows(np.concatenate([hi, np.where(np.isfinite(hi), lo, 0.0)],
+                                                 axis=-1)))
+
+
+def _general64(p: float) -> Callable[[Any], Any]:
+    def norm(rows: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return np.sum(np.abs(rows) ** p, axis=-1) ** (1.0 / p)
+    return norm
+
+
+#: order -> the norm of each row of a (rows, n) float64 array, as float64
+ORDERS64: dict[float, Callable[[Any], Any]] = {
+    2.0: _two64,
+    1.0: lambda rows: _fsum_rows(np.abs(rows)),
+    math.inf: lambda rows: np.max(np.abs(rows), axis=-1),
+    -math.inf: lambda rows: np.min(np.abs(rows), axis=-1),
+    0.0: lambda rows: np.count_nonzero(rows, axis=-1).astype(np.float64),
+}
+
+
 def vector_norm(t: torch.Tensor, order: Any, out_dtype: torch.dtype, dim: Any = None,
                 keep: bool = False) -> Any:
     """The ``order``-norm of ``t`` over ``dim`` (all axes when None or empty)."""
-    x = to_numpy(t).astype(np.float32)
+    wide = torch.float64 in (t.dtype, out_dtype)
+    x = to_numpy(t).astype(np.float64 if wide else np.float32)
     axes = tuple(range(x.ndim)) if not dim and dim != 0 else tuple(d % x.ndim for d in (
         dim if isinstance(dim, (list, tuple)) else (dim,)))
     rest = [a for a in range(x.ndim) if a not in axes]
     rows = np.moveaxis(x, axes, tuple(range(len(rest), x.ndim))).reshape(
         (-1, math.prod(x.shape[a] for a in axes)))
     p = float(order)
-    r = ORDERS.get(p, _general(p))(rows)
+    r = (ORDERS64.get(p, _general64(p)) if wide else ORDERS.get(p, _general(p)))(rows)
     shape = [1 if (keep and a in axes) else x.shape[a] for a in range(x.ndim)
              if keep or a not in axes]
     return from_numpy(np.asarray(r).reshape(shape), out_dtype)
