@@ -19,7 +19,8 @@ import numpy.typing as npt
 from .cast import quantize
 from .table import Format
 
-__all__ = ["two_sum", "round_odd_pair", "add_rounded", "fma_chain", "round_odd_exact", "fma64"]
+__all__ = ["two_sum", "round_odd_pair", "add_rounded", "fma_chain", "round_odd_exact", "fma64",
+           "sum64"]
 
 
 def two_sum(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> tuple[Any, Any]:
@@ -143,3 +144,24 @@ def fma64(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike) -> npt.NDArray[n
     for i in zip(*np.nonzero(finite & ~safe & ~zero_product), strict=True):
         res[i] = _fma_exact(float(A[i]), float(B[i]), float(C[i]))
     return np.asarray(res, np.float64)
+
+
+def sum64(values: npt.ArrayLike) -> float:
+    """The exact sum of float64 ``values`` and +0, rounded once to float64 (nearest-even).
+
+    Shewchuk's ``math.fsum``, or a Fraction sum where fsum's partial sums overflow
+    although the total may not; a total beyond float64 is ±inf. IEEE specials: a NaN
+    gives NaN, ``inf - inf`` the machine's default NaN, one sign of infinity that
+    infinity. An empty or all-zero sum is +0 (-0 terms included)."""
+    v = np.asarray(values, np.float64).reshape(-1)
+    if not np.isfinite(v).all():
+        with np.errstate(invalid="ignore"):
+            return float(np.sum(v))
+    try:
+        return math.fsum([0.0, *v.tolist()])
+    except OverflowError:
+        total = sum((Fraction(x) for x in v.tolist()), Fraction(0))
+        try:
+            return float(total)
+        except OverflowError:
+            return math.copysign(math.inf, total)

@@ -13,13 +13,13 @@ output and runs in torch; so do arguments torch refuses, which raise torch's err
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import torch
+
+from ampref.formats.exactsum import sum64
 
 from .convert import from_numpy, to_numpy
 from .indexops import scatter_sum
@@ -27,22 +27,6 @@ from .indexops import scatter_sum
 __all__ = ["COUNTS"]
 
 Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
-
-
-def _exact64(values: Any) -> float:
-    """The exact sum of float64 ``values`` and +0, rounded once to float64 (IEEE
-    specials for inf/NaN)."""
-    if not np.isfinite(values).all():
-        with np.errstate(invalid="ignore"):  # inf - inf: the machine's NaN, as torch's
-            return float(np.sum(values))
-    try:
-        return math.fsum([0.0, *values.tolist()])  # correctly rounded (Shewchuk)
-    except OverflowError:  # fsum's partial sums overflowed: sum exactly instead
-        total = sum((Fraction(v) for v in values.tolist()), Fraction(0))
-        try:
-            return float(total)
-        except OverflowError:
-            return math.copysign(math.inf, total)
 
 
 def _bincount(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
@@ -58,7 +42,7 @@ def _bincount(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
     if weights.dtype == torch.float32:
         return from_numpy(scatter_sum(np.zeros(n, np.float32), ids, w), torch.float32)
     w64 = w.astype(np.float64)
-    sums = np.array([_exact64(w64[ids == j]) for j in range(n)], np.float64)
+    sums = np.array([sum64(w64[ids == j]) for j in range(n)], np.float64)
     return from_numpy(sums, torch.float64)
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ampref.accumulation import certified
-from ampref.formats.exactsum import fma64
+from ampref.formats.exactsum import fma64, sum64
 
 from .convert import from_numpy, meta, to_numpy
 from .indexops import scatter_sum
@@ -66,12 +66,8 @@ ORDERS: dict[float, Callable[[Any], Any]] = {
 
 
 def _fsum_rows(rows: Any) -> Any:
-    """The exact sum of each float64 row rounded once (``math.fsum``; IEEE specials)."""
-    out = np.empty(rows.shape[0])
-    for i, row in enumerate(rows):
-        finite = np.isfinite(row).all()
-        out[i] = math.fsum(row.tolist()) if finite else float(np.sum(row))
-    return out
+    """The exact sum of each float64 row rounded once (IEEE specials)."""
+    return np.array([sum64(row) for row in rows], np.float64)
 
 
 def _two64(rows: Any) -> Any:

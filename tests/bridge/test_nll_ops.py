@@ -157,3 +157,30 @@ def test_a_segmentation_head_trains_under_cuda_autocast_with_weighted_pixel_loss
     got = float(loss.detach())
     assert np.isfinite(got) and abs(got - want) <= 0.05 * abs(want), (got, want)
     assert all(p.grad is not None for p in head.parameters())
+
+
+@pytest.mark.clause("TRC-NN-003")
+def test_float64_nll_is_computed_in_float64() -> None:
+    """Inputs: float64 log-probabilities (12 rows, 7 classes, one ignored target) and
+    class weights, ``nll_loss`` mean, sum and weighted mean under emulate. Expected:
+    fl64(fl64(exact sum of the terms) / n) (the weighted mean's terms
+    fl64(-logp w) and its divisor fl64(exact sum of weights)), from Fraction oracles
+    (before, every step was float32). Pass: bitwise."""
+    rng = np.random.default_rng(23)
+    logp = torch.from_numpy(-rng.random((12, 7)) * 2.0 ** rng.integers(-20, 5, (12, 7)))
+    target = torch.from_numpy(rng.integers(0, 7, 12))
+    target[3] = -100
+    w = torch.from_numpy(rng.random(7) + 0.5)
+    with emulate(fallback="error"):
+        nll = torch.nn.functional.nll_loss
+        mean, total = nll(logp, target), nll(logp, target, reduction="sum")
+        weighted = nll(logp, target, weight=w)
+    kept = [i for i in range(12) if int(target[i]) != -100]
+    picked = [float(logp[i, int(target[i])]) for i in kept]
+    s = float(sum((-Q(v) for v in picked), Q(0)))
+    terms = [-v * float(w[int(target[i])]) for v, i in zip(picked, kept, strict=True)]
+    ws = float(sum((Q(float(w[int(target[i])])) for i in kept), Q(0)))
+    want = [s / len(kept), s, float(sum((Q(t) for t in terms), Q(0))) / ws]
+    for name, got, exp in zip(("mean", "sum", "weighted"), (mean, total, weighted), want,
+                              strict=True):
+        assert_bitwise_equal(got.numpy().reshape(1), np.array([exp]), msg=name)
