@@ -65,9 +65,30 @@ def _constants(kw: dict[str, Any], step: float, cf: Any) -> dict[str, Any]:
     """The kernel's per-step constants: computed in double, then rounded to ``cf``."""
     lr, b1, b2 = _scalar(kw["lr"]), float(kw["beta1"]), float(kw["beta2"])
     wd = float(kw["weight_decay"])
-    return {"lr": lr, "wd": cf(wd), "decay": cf(1 - lr * wd), "w": cf(1 - b1),
+    return {"lr": lr, "decay": cf(1 - lr * wd), "w": cf(1 - b1),
             "c": cf(1 - b2), "b2": cf(b2), "eps": cf(float(kw["eps"])),
             "root": cf(math.sqrt(1 - b2 ** step)), "step_size": cf(-(lr / (1 - b1 ** step)))}
+
+
+def _skipped(kw: dict[str, Any]) -> bool:
+    """GradScaler's ``found_inf`` of 1: the kernels change nothing."""
+    found = kw.get("found_inf")
+    return found is not None and _scalar(found) == 1.0
+
+
+def _gradient(x: Any, grad: torch.Tensor, kw: dict[str, Any], decay: bool) -> Any:
+    """The kernels' first steps on the gradient, in ``x``'s format: ``fl(g / scale)``
+    (written back into ``grad``), ``-g`` (maximize), ``fma(p, wd, g)`` (where ``decay``:
+    not AdamW's decoupled decay)."""
+    cf = x.dtype.type
+    g = to_numpy(grad)
+    if kw.get("grad_scale") is not None:
+        g = g / cf(_scalar(kw["grad_scale"]))
+        grad.copy_(from_numpy(g, grad.dtype))
+    if kw["maximize"]:
+        g = -g
+    wd = float(kw["weight_decay"])
+    return fused(x, cf(wd), g) if decay and wd != 0 else g
 
 
 def _moments(g: Any, m: Any, v: Any, k: dict[str, Any]) -> tuple[Any, Any]:
@@ -82,20 +103,12 @@ def _moments(g: Any, m: Any, v: Any, k: dict[str, Any]) -> tuple[Any, Any]:
 def _one(p: torch.Tensor, grad: torch.Tensor, m_t: torch.Tensor, v_t: torch.Tensor,
          vmax_t: torch.Tensor | None, step: float, kw: dict[str, Any], adamw: bool) -> None:
     """One parameter's step, written into its tensors."""
-    x, g, m, v = (to_numpy(t) for t in (p, grad, m_t, v_t))
-    cf = x.dtype.type
-    k = _constants(kw, step, cf)
+    x, m, v = (to_numpy(t) for t in (p, m_t, v_t))
+    k = _constants(kw, step, x.dtype.type)
     with np.errstate(all="ignore"):
-        if kw.get("grad_scale") is not None:
-            g = g / cf(_scalar(kw["grad_scale"]))
-            grad.copy_(from_numpy(g, grad.dtype))
-        if kw["maximize"]:
-            g = -g
-        if float(kw["weight_decay"]) != 0:
-            if adamw:
-                x = x * k["decay"]
-            else:
-                g = fused(x, k["wd"], g)
+        g = _gradient(x, grad, kw, decay=not adamw)
+        if adamw and float(kw["weight_decay"]) != 0:
+            x = x * k["decay"]
         m, v = _moments(g, m, v, k)
         denom_of = v
         if vmax_t is not None:
@@ -110,8 +123,7 @@ def _one(p: torch.Tensor, grad: torch.Tensor, m_t: torch.Tensor, v_t: torch.Tens
 def _fused_adam(adamw: bool) -> Handler:
     def handler(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
         params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps = args[:6]
-        found = kw.get("found_inf")
-        if found is not None and _scalar(found) == 1.0:
+        if _skipped(kw):
             return None
         for i, p in enumerate(params):
             vmax = max_sqs[i] if kw["amsgrad"] else None
@@ -123,17 +135,11 @@ def _fused_adam(adamw: bool) -> Handler:
 def _sgd_one(p: torch.Tensor, grad: torch.Tensor, buf_t: torch.Tensor | None,
              kw: dict[str, Any]) -> None:
     """One parameter's fused SGD step, written into its tensors."""
-    x, g = to_numpy(p), to_numpy(grad)
+    x = to_numpy(p)
     cf = x.dtype.type
-    momentum, wd = float(kw["momentum"]), float(kw["weight_decay"])
+    momentum = float(kw["momentum"])
     with np.errstate(all="ignore"):
-        if kw.get("grad_scale") is not None:
-            g = g / cf(_scalar(kw["grad_scale"]))
-            grad.copy_(from_numpy(g, grad.dtype))
-        if kw["maximize"]:
-            g = -g
-        if wd != 0:
-            g = fused(x, cf(wd), g)
+        g = _gradient(x, grad, kw, decay=True)
         if momentum != 0 and buf_t is not None:
             b = g if kw["is_first_step"] else fused(
                 g, cf(1 - float(kw["dampening"])), to_numpy(buf_t) * cf(momentum))
@@ -155,8 +161,7 @@ def _modelled(p: torch.Tensor, name: str) -> None:
 
 def _fused_sgd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     params, grads, bufs = args[:3]
-    found = kw.get("found_inf")
-    if found is not None and _scalar(found) == 1.0:
+    if _skipped(kw):
         return None
     for i, p in enumerate(params):
         _modelled(p, "SGD")
@@ -167,18 +172,11 @@ def _fused_sgd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -
 def _adagrad_one(p: torch.Tensor, grad: torch.Tensor, sum_t: torch.Tensor, step: float,
                  kw: dict[str, Any]) -> None:
     """One parameter's fused Adagrad step, written into its tensors."""
-    x, g = to_numpy(p), to_numpy(grad)
+    x = to_numpy(p)
     cf = x.dtype.type
-    wd = float(kw["weight_decay"])
     clr = cf(_scalar(kw["lr"]) / (1.0 + (step - 1.0) * float(kw["lr_decay"])))
     with np.errstate(all="ignore"):
-        if kw.get("grad_scale") is not None:
-            g = g / cf(_scalar(kw["grad_scale"]))
-            grad.copy_(from_numpy(g, grad.dtype))
-        if kw["maximize"]:
-            g = -g
-        if wd != 0:
-            g = fused(x, cf(wd), g)
+        g = _gradient(x, grad, kw, decay=True)
         total = fused(g, g, to_numpy(sum_t))
         x = x - (clr * g) / (np.sqrt(total) + cf(float(kw["eps"])))
     sum_t.copy_(from_numpy(np.asarray(total), sum_t.dtype))
@@ -187,8 +185,7 @@ def _adagrad_one(p: torch.Tensor, grad: torch.Tensor, sum_t: torch.Tensor, step:
 
 def _fused_adagrad(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     params, grads, sums, steps = args[:4]
-    found = kw.get("found_inf")
-    if found is not None and _scalar(found) == 1.0:
+    if _skipped(kw):
         return None
     for i, p in enumerate(params):
         _modelled(p, "Adagrad")
