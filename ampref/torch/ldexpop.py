@@ -69,11 +69,5 @@ def _ldexp(ctx: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         return from_numpy(values, out.dtype)
 
 
-def _ldexp_(ctx: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """In place: torch's ``ldexp_out(self, self, other)``, the same two paths."""
-    result = _ldexp(ctx, torch.ops.aten.ldexp.Tensor, args, kwargs)
-    return args[0].copy_(result)
-
-
 #: aten op name -> handler
-LDEXP: dict[str, Handler] = {"ldexp": _ldexp, "ldexp_": _ldexp_}
+LDEXP: dict[str, Handler] = {"ldexp": _ldexp}  # ldexp_: the in-place twin (TRC-EMU-007)
