@@ -105,6 +105,14 @@ EXACT = frozenset({
     # counts of the values in each bin (torch's binning), exact integers; views of a
     # complex tensor as pairs of reals and back (complex arithmetic itself is refused)
     "histc", "view_as_real", "view_as_complex",
+    # quarter turns, block-diagonal assembly, distinct values (sorted, with inverse
+    # indices and counts), the materialising copies of views, strided writes into a copy
+    "rot90", "block_diag", "_unique", "_unique2", "unique_dim", "unique_consecutive",
+    "unique_dim_consecutive", "alias_copy", "as_strided_copy", "detach_copy",
+    "expand_copy", "narrow_copy", "permute_copy", "select_copy", "slice_copy",
+    "split_copy", "split_with_sizes_copy", "squeeze_copy", "t_copy", "transpose_copy",
+    "unbind_copy", "unfold_copy", "unsqueeze_copy", "view_copy", "_reshape_copy",
+    "lift_fresh_copy", "as_strided_scatter",
 })
 
 

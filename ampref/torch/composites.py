@@ -15,9 +15,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .autocast import casts_per_op
 from .base import EXACT, HANDLERS, has_complex, passes_through
+from .explicit import RECOMPOSED
 from .outargs import handler_for
 
-__all__ = ["decomposed", "per_tensor", "routed"]
+__all__ = ["decomposed", "per_tensor", "recomposed", "routed"]
 
 _FOREACH = "_foreach_"
 
@@ -65,6 +66,22 @@ def decomposed(mode: TorchDispatchMode, func: Any, args: tuple[Any, ...],
     forward computes."""
     with _reentered(mode), _autocast_reopened():
         return func.decompose(*args, **kwargs)
+
+
+def recomposed(mode: TorchDispatchMode, func: Any, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+    """An op whose kernel ampref writes as the aten ops it calls
+    (:data:`~ampref.torch.explicit.RECOMPOSED`: ``allclose``, ``renorm``), those parts
+    dispatched as :func:`decomposed`'s; the in-place form (``renorm_``) writes the
+    result into its tensor. ``NotImplemented`` for any other op."""
+    name = func.overloadpacket.__name__
+    inplace = name.endswith("_") and name[:-1] in RECOMPOSED
+    parts = RECOMPOSED.get(name[:-1] if inplace else name)
+    if parts is None or func._overloadname not in ("default", ""):
+        return NotImplemented
+    with _reentered(mode), _autocast_reopened():
+        out = parts(*args, **kwargs)
+    return args[0].copy_(out) if inplace else out
 
 
 def _per_tensor_op(func: Any) -> Callable[..., Any] | None:
@@ -119,7 +136,9 @@ def routed(mode: TorchDispatchMode, func: Any, args: tuple[Any, ...],
         return handler, inplace, func(*args, **kwargs)
     if handler is not None:
         return handler, inplace, NotImplemented
-    answer = decomposed(mode, func, args, kwargs)
+    answer = recomposed(mode, func, args, kwargs)
+    if answer is NotImplemented:
+        answer = decomposed(mode, func, args, kwargs)
     if answer is NotImplemented:
         answer = per_tensor(mode, func, args, kwargs)
     return None, None, answer

@@ -113,31 +113,56 @@ def _put(inplace: bool) -> Handler:
     return handler
 
 
+def _reduced(x: Any, dst: Any, vals: Any, reduce: str, include: bool) -> Any:
+    """``sum``: the scatter above (without ``include`` the old value of a destination
+    that receives values is left out); ``mean``: that sum divided in float32 by the
+    number of terms (a destination that receives nothing keeps its value)."""
+    dst = to_numpy(dst).reshape(-1)
+    base = to_numpy(x).reshape(-1)
+    hit = np.bincount(dst, minlength=base.size)
+    if not include:
+        base = np.where(hit > 0, base.dtype.type(0), base)
+    r = scatter_sum(base, dst, to_numpy(vals))
+    if reduce == "mean":
+        count = (hit + (1 if include else 0)).astype(r.dtype)
+        with np.errstate(all="ignore"):
+            r = np.where(hit > 0, r / np.maximum(count, 1), r)
+    return r
+
+
+def _selects_or_refuses(op: str, reduce: Any, summed: tuple[str, ...]) -> bool:
+    """True where torch itself runs the op: ``amax``/``amin`` select (no rounding), and
+    a name torch does not know raises torch's own error. ``prod`` rounds in torch's
+    loop order, which ampref does not model: refused, naming what is emulated."""
+    if reduce == "prod":
+        raise NotImplementedError(f"ampref.torch: {op} reduce='prod' (emulated: "
+                                  f"{', '.join(summed)}, amax, amin)")
+    return reduce not in summed
+
+
 def _scatter_reduce(inplace: bool) -> Handler:
     def handler(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-        """``sum``: the scatter above (without ``include_self`` the old value of a
-        destination that receives values is left out); ``mean``: that sum divided in
-        float32 by the number of terms; ``amax``/``amin`` select (torch's); ``prod``
-        is refused."""
+        """self[index[i][j]][j] (dim 0) reduced with src[i][j] (:func:`_reduced`)."""
         x, dim, index, src, reduce = args[:5]
-        include = bool(args[5] if len(args) > 5 else kw.get("include_self", True))
-        if reduce in ("amax", "amin"):
+        if _selects_or_refuses("scatter_reduce", reduce, ("sum", "mean")):
             return func(*args, **kw)
-        if reduce not in ("sum", "mean"):
-            raise NotImplementedError(f"ampref.torch: scatter_reduce {reduce!r} (emulated: "
-                                      "sum, mean, amax, amin)")
-        dst = to_numpy(torch.gather(_positions(x.shape), dim, index)).reshape(-1)
-        base = to_numpy(x).reshape(-1)
-        hit = np.bincount(dst, minlength=base.size)
-        if not include:
-            base = np.where(hit > 0, base.dtype.type(0), base)
-        vals = to_numpy(src[tuple(slice(0, n) for n in index.shape)])
-        r = scatter_sum(base, dst, vals)
-        if reduce == "mean":
-            count = (hit + (1 if include else 0)).astype(r.dtype)
-            with np.errstate(all="ignore"):
-                r = np.where(hit > 0, r / np.maximum(count, 1), r)
-        return _finish(r, x, inplace)
+        include = bool(args[5] if len(args) > 5 else kw.get("include_self", True))
+        dst = torch.gather(_positions(x.shape), dim, index)
+        vals = src[tuple(slice(0, n) for n in index.shape)]
+        return _finish(_reduced(x, dst, vals, reduce, include), x, inplace)
+    return handler
+
+
+def _index_reduce(inplace: bool) -> Handler:
+    def handler(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        """self.index_select(dim, index) reduced with source (:func:`_reduced`; torch
+        names the reductions ``mean``, ``amax``, ``amin``, ``prod``)."""
+        x, dim, index, source, reduce = args[:5]
+        if _selects_or_refuses("index_reduce", reduce, ("mean",)):
+            return func(*args, **kw)
+        include = bool(args[5] if len(args) > 5 else kw.get("include_self", True))
+        dst = torch.index_select(_positions(x.shape), dim, index)
+        return _finish(_reduced(x, dst, source, reduce, include), x, inplace)
     return handler
 
 
@@ -220,6 +245,7 @@ def _build() -> dict[str, Handler]:
         "_index_put_impl_": _index_put(True), "col2im": _col2im,
         "put": _put(False), "put_": _put(True),
         "scatter_reduce": _scatter_reduce(False), "scatter_reduce_": _scatter_reduce(True),
+        "index_reduce": _index_reduce(False), "index_reduce_": _index_reduce(True),
         "max_pool2d_with_indices_backward": _max_pool_bwd(2),
         "max_pool3d_with_indices_backward": _max_pool_bwd(3),
         "adaptive_max_pool2d_backward": _max_pool_bwd(2),

@@ -142,7 +142,24 @@ EXACT_CALLS = {
         t.reshape(1, 1, 3, 4), 2, output_size=(2, 2), _random_samples=torch.full((1, 1, 2), 0.4)),
     "pack_padded_sequence": lambda t: torch.nn.utils.rnn.pack_padded_sequence(
         t.reshape(4, 3), [4, 2, 1]).data,
+    "rot90": lambda t: t.reshape(3, 4).rot90(1, (0, 1)),
+    "rot90 backward": lambda t: _rot90_grad(t),
+    "block_diag": lambda t: torch.block_diag(t[:4].reshape(2, 2), t[4:]),
+    "unique": lambda t: torch.unique(t.reshape(2, 6).repeat(1, 2), return_counts=True)[0],
+    "unique rows": lambda t: torch.unique(t.reshape(3, 4)[[0, 2, 0]], dim=0),
+    "unique_consecutive": lambda t: torch.unique_consecutive(t.repeat_interleave(2)),
+    "narrow_copy": lambda t: t.narrow_copy(0, 2, 5),
+    "permute_copy": lambda t: torch.permute_copy(t.reshape(3, 4), (1, 0)),
+    "expand_copy": lambda t: torch.expand_copy(t, (2, 12)),
+    "as_strided_scatter": lambda t: torch.as_strided_scatter(
+        torch.zeros(12), t[:4].reshape(2, 2), (2, 2), (3, 1)),
 }
+
+
+def _rot90_grad(t: Any) -> Any:
+    leaf = t.reshape(3, 4).clone().requires_grad_()
+    leaf.rot90().backward(torch.arange(12.0).reshape(4, 3))
+    return leaf.grad
 
 
 @pytest.mark.clause("TRC-EMU-001")
