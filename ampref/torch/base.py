@@ -24,6 +24,7 @@ from .countops import COUNTS
 from .ctcops import CTC
 from .fusedoptim import FUSED_OPTIMIZERS
 from .gridops import GRIDS
+from .groupedmm import GROUPED
 from .indexops import INDEXING
 from .interpops import INTERPOLATION
 from .ldexpop import LDEXP
@@ -55,7 +56,7 @@ HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES,
                                             **MARGINS, **POOLS3D, **RRELU,
                                             **RANGES, **TRILINEAR, **SPECIAL, **CTC,
                                             **GRIDS, **WEIGHT_NORM, **LDEXP,
-                                            **COUNTS, **FUSED_OPTIMIZERS}
+                                            **COUNTS, **FUSED_OPTIMIZERS, **GROUPED}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode
