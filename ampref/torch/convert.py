@@ -18,8 +18,8 @@ from ampref.engine.tensor import Tensor as EngineTensor
 from ampref.formats.cast import encode, quantize
 from ampref.formats.table import Format, get_format
 
-__all__ = ["FLOAT_DTYPES", "dtype_steps", "engine", "format_of", "from_numpy", "is_float", "meta",
-           "to_numpy", "to_torch"]
+__all__ = ["FLOAT_DTYPES", "KERNEL_META", "dtype_steps", "engine", "format_of", "from_numpy",
+           "is_float", "meta", "on_zeros", "to_numpy", "to_torch"]
 
 #: torch's floating dtypes by the ampref format of the same values
 FLOAT_DTYPES: dict[torch.dtype, str] = {
@@ -112,21 +112,77 @@ def engine(t: Any, requires_grad: bool = False) -> Any:
     return EngineTensor(to_numpy(t), format_of(t.dtype), requires_grad=requires_grad)
 
 
+#: ops whose meta kernel gives other output metadata than torch's CPU kernel (torch
+#: 2.13, surveyed on channels-last and 16-bit inputs; ``tests/bridge/test_layouts.py``):
+#: convolution gives a channels-last output for a channels-last input or weight (meta:
+#: contiguous); the 3-d convolution's backward contiguous gradients (meta:
+#: channels-last); the padding backwards keep the input's channels-last layout (meta:
+#: contiguous); group norm of a 16-bit input with float32 affine parameters saves its
+#: mean and rstd in float32 (meta: the input's dtype), and its backward keeps a
+#: channels-last input's layout (meta: contiguous); batch norm in eval mode returns
+#: empty saved statistics (meta: one per channel), and its backward gives a contiguous
+#: gradient for a channels-last input in 16-bit (meta: channels-last). For these the
+#: metadata come from
+#: torch's kernel run on zeros (:func:`on_zeros`).
+KERNEL_META = frozenset({
+    "convolution", "convolution_backward", "native_group_norm",
+    "native_group_norm_backward", "native_batch_norm", "native_batch_norm_backward",
+    "reflection_pad1d_backward", "reflection_pad2d_backward", "reflection_pad3d_backward",
+    "replication_pad1d_backward", "replication_pad2d_backward", "replication_pad3d_backward",
+})
+
+
 def meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """What ``func`` returns (dtypes, shapes, strides) computed on the meta device: no
-    values. Cached per call signature (op, shapes, strides, dtypes, the other
-    arguments): torch's meta decompositions cost about a millisecond a call and a
-    training loop repeats its signatures. The results are shared: read them only."""
+    """What ``func`` returns (dtypes, shapes, strides), without values: from the meta
+    device, or for the ops of :data:`KERNEL_META` from :func:`on_zeros`. Cached per call
+    signature (op, shapes, strides, dtypes, the other arguments): torch's meta
+    decompositions cost about a millisecond a call and a training loop repeats its
+    signatures. The results are shared meta tensors: read them only."""
+    # an overload's packet; handlers also pass packets (``torch.ops.aten.where``)
+    packet = getattr(func, "overloadpacket", func)
+    if getattr(packet, "__name__", None) in KERNEL_META:
+        return on_zeros(func, args, kwargs)
+    return _cached("meta", func, args, kwargs, _meta)
+
+
+def on_zeros(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The metadata of what torch's own kernel returns for ``func`` on zero-valued
+    tensors of the arguments' shapes, strides, dtypes and devices, as meta tensors: the
+    layout and dtypes the kernel picks where its meta kernel picks others. Cached as
+    :func:`meta` is; only for ops without side effects or random draws."""
+    return _cached("zeros", func, args, kwargs, _zeros)
+
+
+def _cached(kind: str, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+            compute: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]) -> Any:
     try:
-        key = (func, _sig(args), _sig(kwargs))
+        key = (kind, func, _sig(args), _sig(kwargs))
     except TypeError:  # an unhashable argument: not cached
-        return _meta(func, args, kwargs)
+        return compute(func, args, kwargs)
     hit = _META.get(key)
     if hit is None:
-        hit = _meta(func, args, kwargs)
+        hit = compute(func, args, kwargs)
         if len(_META) < _META_LIMIT:
             _META[key] = hit
     return hit
+
+
+def _zeros(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def zeros(a: Any) -> Any:
+        if isinstance(a, torch.Tensor):
+            return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype,
+                                       device=a.device).zero_()
+        if isinstance(a, (list, tuple)):
+            return type(a)(zeros(x) for x in a)
+        return a
+
+    def described(o: Any) -> Any:  # the cache keeps metadata, not the kernel's buffers
+        if isinstance(o, torch.Tensor):
+            return torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device="meta")
+        if isinstance(o, (list, tuple)):
+            return type(o)(described(x) for x in o)
+        return o
+    return described(func(*zeros(args), **{k: zeros(v) for k, v in kwargs.items()}))
 
 
 _META: dict[Any, Any] = {}

@@ -6,7 +6,9 @@ attention kernel returns a permuted output). Code after the op can depend on the
 emulated output is given torch's strides (``specs/torch.md`` TRC-EMU-005).
 
 torch's strides come from the op on the meta device (:func:`ampref.torch.convert.meta`,
-cached per call signature).
+cached per call signature; for the ops whose meta kernel picks another layout than
+torch's CPU kernel, :data:`~ampref.torch.convert.KERNEL_META`, from torch's kernel run
+once per signature on zeros).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def match_layout(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: 
     """``out`` (an emulated result) with the strides torch's kernel would give it; values
     unchanged (a copy). In-place results (an input returned) are left as they are."""
     outs = out if isinstance(out, (list, tuple)) else [out]
-    if any(o is a for o in outs for a in args) or not any(
+    if any(o is a for o in outs if isinstance(o, torch.Tensor) for a in args) or not any(
             isinstance(o, torch.Tensor) and o.dim() > 1 for o in outs):
         return out
     strides = _expected(func, args, kwargs)
