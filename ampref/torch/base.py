@@ -242,6 +242,18 @@ class ModeBase(TorchDispatchMode):
         self._stack: list[str] = []
         self._hooks: list[Any] = []
 
+    def adopt_saved(self, source: Any, target: Any) -> None:
+        """Let the tensors ``target`` carry what a forward handler saved for the tensors
+        ``source`` at the same positions (a normalisation's eps, keyed by its rstd).
+        ``shadow`` needs it twice: the model goes on with torch's outputs, not the
+        handler's, and a handler computes on copies of the arguments."""
+        mine = source if isinstance(source, (list, tuple)) else [source]
+        seen = target if isinstance(target, (list, tuple)) else [target]
+        for a, b in zip(mine, seen, strict=False):
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and \
+                    a.data_ptr() in self.saved_eps:
+                self.saved_eps[b.data_ptr()] = self.saved_eps[a.data_ptr()]
+
     @property
     def accumulation(self) -> str:
         """The model every GEMM runs under: the name given, with ``:tf32`` added to a

@@ -78,8 +78,10 @@ class shadow(ModeBase):  # noqa: N801 - a context manager
             if handler is None:
                 raise UnsupportedOpError(unsupported_reason(name, args, kwargs))
             call, kw, targets = functional_form(func, copies, kw_copies, inplace)
+            self.adopt_saved(args, copies)
             with suspended():
                 ours = handler(self, call, copies, kw)
+            self.adopt_saved(ours, theirs)
             seen = theirs
             if inplace is not None:  # torch wrote into self: compare in self's dtype
                 written = _clone(targets)

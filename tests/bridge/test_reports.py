@@ -168,3 +168,28 @@ def test_quantized_linears_and_skipped_convolutions_are_in_the_report() -> None:
     assert all(np.isfinite(v) for s in lin[0].quant["stats"].values() for v in s.values())
     conv = [r for r in em.report.rows() if r.op == "convolution"]
     assert conv and "not quantized" in conv[0].note
+
+
+@pytest.mark.clause("TRC-SHD-001")
+def test_shadow_measures_normalisation_backwards_with_each_layers_own_eps() -> None:
+    """Inputs: x (4, 8) of variance about 0.01 through LayerNorm(eps=0.5), then
+    LayerNorm(eps=1e-5), then GroupNorm(2, 8, eps=0.25), times fixed random weights,
+    summed, backward, under shadow(fallback='error'). Expected: every op measured
+    (the backwards of the normalisations too: their handlers read the eps the forward
+    saved, which must follow torch's outputs and the copies ampref computes on), and
+    each backward within 1e-4 relative of torch's (an eps mixed up between the layers
+    moves the gradients by far more). Pass: no error; the three backward rows emulated
+    with max_rel < 1e-4."""
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(4, 8, generator=g) * 0.1).requires_grad_()
+    mix = torch.randn(4, 8, generator=g)
+    layers = [torch.nn.LayerNorm(8, eps=0.5), torch.nn.LayerNorm(8, eps=1e-5),
+              torch.nn.GroupNorm(2, 8, eps=0.25)]
+    with at.shadow(fallback="error") as sh:
+        y = layers[1](layers[0](x))
+        (layers[2](y.unsqueeze(-1)).squeeze(-1) * mix).sum().backward()
+    rows = {(r.op, r.module): r for r in sh.report.rows()}
+    backs = [r for (op, _), r in rows.items() if op.endswith("norm_backward")]
+    assert len(backs) >= 2 and all(r.emulated for r in backs), rows.keys()
+    for r in backs:
+        assert r.max_rel < 1e-4, (r.op, r.max_rel, r.first)
