@@ -122,8 +122,7 @@ def engine(t: Any, requires_grad: bool = False) -> Any:
 #: channels-last input's layout (meta: contiguous); batch norm in eval mode returns
 #: empty saved statistics (meta: one per channel), and its backward gives a contiguous
 #: gradient for a channels-last input in 16-bit (meta: channels-last). For these the
-#: metadata come from
-#: torch's kernel run on zeros (:func:`on_zeros`).
+#: metadata come from torch's kernel run on zeros (:func:`on_zeros`).
 KERNEL_META = frozenset({
     "convolution", "convolution_backward", "native_group_norm",
     "native_group_norm_backward", "native_batch_norm", "native_batch_norm_backward",
