@@ -6,7 +6,6 @@ CPU tensors against the recorded torch autocast table (TRC-*)."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -20,7 +19,7 @@ from hypothesis import strategies as st
 import ampref
 from ampref import functional as F
 from ampref.testing import assert_bitwise_equal, hard_cases
-from paths import DATA, ROOT
+from paths import DATA, script
 
 torch = pytest.importorskip("torch")
 at = pytest.importorskip("ampref.torch")
@@ -312,12 +311,7 @@ def test_shadow_puts_the_planted_fp16_overflow_first(tmp_path: Path) -> None:
 
 
 def _recorder() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "record_autocast_table", ROOT / "scripts" / "record_autocast_table.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script("record_autocast_table")
 
 
 @pytest.mark.clause("TRC-AUT-001")

@@ -6,7 +6,6 @@ unknown model."""
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import pytest
@@ -14,16 +13,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import zoo  # noqa: E402
-from paths import ROOT  # noqa: E402
+from paths import script  # noqa: E402
 
 
 def _script() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "bridge_models", ROOT / "scripts" / "bridge_models.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script("bridge_models")
 
 
 def _channels_last_resnet() -> tuple[Any, Any, Any]:

@@ -6,7 +6,6 @@ tests/data/autocast_torch_cuda.json, its provenance inside)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import warnings
 from typing import Any
@@ -19,19 +18,14 @@ at = pytest.importorskip("ampref.torch")
 
 from ampref.formats.peers import release  # noqa: E402
 from ampref.policy.policies import load_policy  # noqa: E402
-from paths import DATA, ROOT  # noqa: E402
+from paths import DATA, script  # noqa: E402
 
 RECORD = json.loads((DATA / "autocast_torch_cuda.json").read_text())
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def _cases() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "record_autocast_table", ROOT / "scripts" / "record_autocast_table.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script("record_autocast_table")
 
 
 @pytest.mark.clause("TRC-AUT-002")
