@@ -23,6 +23,7 @@ from .convops import CONVS
 from .countops import COUNTS
 from .ctcops import CTC
 from .fusedoptim import FUSED_OPTIMIZERS
+from .embedgrad import EMBEDDING_GRADS
 from .gridops import GRIDS
 from .groupedmm import GROUPED
 from .indexops import INDEXING
@@ -56,7 +57,8 @@ HANDLERS: dict[str, Callable[..., Any]] = {**POINTWISE, **ACTIVATIONS, **LOSSES,
                                             **MARGINS, **POOLS3D, **RRELU,
                                             **RANGES, **TRILINEAR, **SPECIAL, **CTC,
                                             **GRIDS, **WEIGHT_NORM, **LDEXP,
-                                            **COUNTS, **FUSED_OPTIMIZERS, **GROUPED}
+                                            **COUNTS, **FUSED_OPTIMIZERS, **GROUPED,
+                                            **EMBEDDING_GRADS}
 
 #: ops without rounding: data movement, views, gathers, comparisons, maxima, random
 #: draws (torch's generator), allocation; torch computes them in either mode

@@ -270,18 +270,6 @@ def _sdpa_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) ->
     return gq, _fold_heads(gk, group), _fold_heads(gv, group)
 
 
-def _embedding_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    g, ids, num, padding_idx, by_freq = args
-    if by_freq:
-        raise NotImplementedError("ampref.torch: embedding with scale_grad_by_freq")
-    w = torch.zeros((num, g.shape[-1]), dtype=g.dtype)
-    (gw,) = replay(lambda w_: F.embedding(to_numpy(ids), w_), [w], [True], g)
-    assert gw is not None  # requested above
-    if padding_idx is not None and padding_idx >= 0:
-        gw[padding_idx] = 0
-    return gw
-
-
 def _gelu_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     g, x = args[:2]
     approx = args[2] if len(args) > 2 else kw.get("approximate", "none")
@@ -298,5 +286,4 @@ NN: dict[str, Handler] = {
     "mse_loss": _mse, "mse_loss_backward": _mse_bwd,
     "_scaled_dot_product_flash_attention_for_cpu": _sdpa,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_bwd,
-    "embedding_dense_backward": _embedding_bwd,
 }
