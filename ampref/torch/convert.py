@@ -121,11 +121,13 @@ def engine(t: Any, requires_grad: bool = False) -> Any:
 #: mean and rstd in float32 (meta: the input's dtype), and its backward keeps a
 #: channels-last input's layout (meta: contiguous); batch norm in eval mode returns
 #: empty saved statistics (meta: one per channel), and its backward gives a contiguous
-#: gradient for a channels-last input in 16-bit (meta: channels-last). For these the
+#: gradient for a channels-last input in 16-bit (meta: channels-last); the grouped GEMM
+#: accepts float32 operands (meta: CUDA's bfloat16-only rule refuses them). For these the
 #: metadata come from torch's kernel run on zeros (:func:`on_zeros`).
 KERNEL_META = frozenset({
     "convolution", "convolution_backward", "native_group_norm",
     "native_group_norm_backward", "native_batch_norm", "native_batch_norm_backward",
+    "_grouped_mm",
     "reflection_pad1d_backward", "reflection_pad2d_backward", "reflection_pad3d_backward",
     "replication_pad1d_backward", "replication_pad2d_backward", "replication_pad3d_backward",
 })

@@ -24,6 +24,7 @@ import torch
 
 from ampref.engine import functional as F
 
+from .convert import meta
 from .replay import as_torch, forward
 
 __all__ = ["GROUPED"]
@@ -43,24 +44,15 @@ def _spans(offs: Any, groups: int) -> Iterator[tuple[int, int, int]]:
         start = end
 
 
-def _shape(a: Any, b: Any, offs: Any) -> tuple[int, ...]:
-    """The output's shape (torch's meta kernel checks CUDA's dtype rules, which the CPU
-    kernel does not have: float32 operands are valid there)."""
-    if a.ndim == 3 and b.ndim == 3:
-        return (a.shape[0], a.shape[1], b.shape[2])
-    if a.ndim == 2 and b.ndim == 2:
-        return (len(offs) if offs is not None else 0, a.shape[0], b.shape[1])
-    return (a.shape[0], b.shape[-1]) if a.ndim == 2 else (a.shape[1], b.shape[1])
-
-
 def _grouped_mm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     a, b = args[:2]
     offs = args[2] if len(args) > 2 else kw.get("offs")
-    # torch's CPU kernel validates what its meta kernel cannot (float32 operands are
-    # valid on the CPU, 16-byte aligned strides, offs' dtype, a bias): its own call
-    # raises torch's error for arguments torch refuses; its values are not used
-    func(*args, **kw)
-    out = torch.zeros(_shape(a, b, offs), dtype=a.dtype)
+    # shape and dtype from torch's CPU kernel run once per signature on zeros
+    # (convert.KERNEL_META: the meta kernel applies CUDA's bf16-only rule); that call
+    # raises torch's own error for arguments torch refuses (float64, offs not int32,
+    # strides not 16-byte aligned, a bias)
+    spec = meta(func, args, kw)
+    out = torch.zeros(tuple(spec.shape), dtype=spec.dtype)
 
     def mm(x: Any, y: Any) -> torch.Tensor:
         r = forward(lambda p, q: F.matmul(p, q, accumulation=ctx.accumulation), x, y)
