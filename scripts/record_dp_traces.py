@@ -194,8 +194,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _spawn(target: Any, ranks: int, args: tuple[Any, ...], timeout: float) -> None:
-    """Run ``target(rank, ranks, port, *args)`` in ``ranks`` spawned processes."""
+def _spawn(target: Any, ranks: int, args: tuple[Any, ...], timeout: float,
+           attempts: int = 3) -> None:
+    """Run ``target(rank, ranks, port, *args)`` in ``ranks`` spawned processes.
+
+    A launch whose workers die by a signal (gloo aborts when its rendezvous fails: the
+    free port taken by another process between :func:`_free_port` and the bind, or a
+    peer too slow on a loaded machine) is tried again on a fresh port, up to
+    ``attempts`` launches; any other failure, and the last one, raises. Results are
+    only ever read from a launch whose workers all exited 0."""
     import torch.multiprocessing as mp
 
     # spawned workers import this file by its module name: its folder must be on the
@@ -204,18 +211,25 @@ def _spawn(target: Any, ranks: int, args: tuple[Any, ...], timeout: float) -> No
     if here not in sys.path:
         sys.path.insert(0, here)
     ctx = mp.get_context("spawn")
-    port = _free_port()
-    procs = [ctx.Process(target=target, args=(r, ranks, port, *args)) for r in range(ranks)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout)
-    bad = [p.exitcode for p in procs if p.exitcode != 0]
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-    if bad:
-        raise RuntimeError(f"{target.__name__} with {ranks} ranks: worker exit codes {bad}")
+    for attempt in range(1, attempts + 1):
+        port = _free_port()
+        procs = [ctx.Process(target=target, args=(r, ranks, port, *args))
+                 for r in range(ranks)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout)
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+        bad = [p.exitcode for p in procs if p.exitcode != 0]
+        if not bad:
+            return
+        signalled = all(code is not None and code < 0 for code in bad)
+        if not signalled or attempt == attempts:
+            raise RuntimeError(f"{target.__name__} with {ranks} ranks: worker exit codes "
+                               f"{bad} (launch {attempt} of at most {attempts})")
 
 
 def run(name: str, ranks: int, timeout: float = 120.0) -> list[dict[str, np.ndarray]]:
