@@ -126,7 +126,7 @@ LIBRARY_GPUS: dict[str, LibraryGPU] = {
 MAX_SPLIT_K = 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Resolved:
     """A parsed model name: its row and parameters."""
 
@@ -174,23 +174,25 @@ def resolve(accumulation: str) -> Resolved:
         if row is None or head != accumulation:
             raise ValueError(f"unknown accumulation model {accumulation!r}; choose one of "
                              f"{_choices()}")
-        return Resolved(accumulation, row, head)
+        return Resolved(name=accumulation, row=row, kernel=head)
     if head == "tensorcore":
         gpu = rest.lower()
         if gpu in mfma.AMD_GPUS or gpu in mfma.UNMODELLED:
             mfma.get_amd_gpu(gpu)  # an unmodelled one raises, saying why
-            return Resolved(accumulation, _ROWS["tensorcore:"], "mfma", gpu)
+            return Resolved(name=accumulation, row=_ROWS["tensorcore:"], kernel="mfma", gpu=gpu)
         if gpu not in gpus.GPUS:
             raise ValueError(f"unknown GPU {gpu!r} in {accumulation!r}; known: "
                              f"{', '.join([*gpus.GPUS, *mfma.AMD_GPUS])}")
-        return Resolved(accumulation, _ROWS["tensorcore:"], "tensorcore", gpu)
+        return Resolved(name=accumulation, row=_ROWS["tensorcore:"], kernel="tensorcore",
+                        gpu=gpu)
     if head == "cublas":
         gpu, *options = rest.lower().split(":")
         if gpu not in LIBRARY_GPUS:
             raise ValueError(f"no library model for GPU {gpu!r} in {accumulation!r}; "
                              f"modelled: {', '.join(LIBRARY_GPUS)}")
         fast, tf32, split = _library_options(options, accumulation)
-        return Resolved(accumulation, _ROWS["cublas:"], "library", gpu, fast, split, tf32)
+        return Resolved(name=accumulation, row=_ROWS["cublas:"], kernel="library", gpu=gpu,
+                        fast_accum=fast, split_k=split, tf32=tf32)
     raise ValueError(f"unknown accumulation model {accumulation!r}; choose one of {_choices()}")
 
 

@@ -128,7 +128,7 @@ def run_chunk(chunk: Chunk) -> dict[str, Any]:
     c = chunk.cell
     start, stop = chunk.bounds
     t0 = time.perf_counter()
-    res = VerifyResult(get_format(c.fmt).name, c.rounding)
+    res = VerifyResult(fmt=get_format(c.fmt).name, rounding=c.rounding)
     if start < stop:
         res = verify_block(start, stop, c.stride, c.fmt, c.rounding, c.saturate, c.subnormals,
                            c.seed)

@@ -140,7 +140,7 @@ def reference_quantize(x: npt.NDArray[np.float32], fmt: Format, rnd: RoundingMod
     return out.astype(xp.float32)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class VerifyResult:
     """Counts of one verification run (see FMT-VER-001)."""
 
@@ -196,7 +196,7 @@ def verify_block(start: int, stop: int, stride: int, fmt_name: str, rounding: st
                  saturate: bool, subnormals: bool, seed: int) -> VerifyResult:
     """Check the float32 patterns start, start+stride, ... < stop."""
     fmt, rnd = get_format(fmt_name), get_rounding(rounding)
-    res = VerifyResult(fmt.name, rnd.value)
+    res = VerifyResult(fmt=fmt.name, rounding=rnd.value)
     pats = np.arange(start, stop, stride, dtype=np.uint32)  # stop <= 2^32: fits
     x = pats.view(np.float32)
     rbits = None
@@ -276,7 +276,7 @@ def verify(fmt: str | Format, rounding: str = "nearest_even", *, stride: int = 1
     span = _BLOCK * stride
     jobs = [(s, min(s + span, 1 << 32), stride, fmt_obj.name, rnd.value, saturate, subnormals, seed)
             for s in range(0, 1 << 32, span)]
-    total = VerifyResult(fmt_obj.name, rnd.value)
+    total = VerifyResult(fmt=fmt_obj.name, rounding=rnd.value)
     t0 = time.perf_counter()
     bar = _progress(len(jobs), f"{fmt_obj.name} {rnd.value}", progress)
     if workers == 1:

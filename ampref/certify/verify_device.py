@@ -75,7 +75,7 @@ def verify_device(fmt: Any, rounding: str = "nearest_even", *, backend: Any = "c
     if be.xp is np or not hasattr(be.xp, "asnumpy"):
         raise ValueError(f"verify_device needs a device backend (cupy), got {be.name!r}; "
                          "the host's verifier is ampref.certify.verify.verify")
-    res = VerifyResult(fmt_obj.name, rnd.value)
+    res = VerifyResult(fmt=fmt_obj.name, rounding=rnd.value)
     t0 = time.perf_counter()
     span_len = block * stride
     for start in range(lo, hi, span_len):
@@ -89,7 +89,7 @@ def _block(be: Any, start: int, stop: int, stride: int, fmt: Any, rnd: RoundingM
            saturate: bool, subnormals: bool, seed: int) -> VerifyResult:
     """One device pass: patterns start, start + stride, ... < stop."""
     xp = be.xp
-    res = VerifyResult(fmt.name, rnd.value)
+    res = VerifyResult(fmt=fmt.name, rounding=rnd.value)
     count = (stop - start + stride - 1) // stride
     # phase 1: the patterns, made on the device (uint64 arange: stop may be 2^32)
     pats = (xp.arange(count, dtype=xp.uint64) * stride + start).astype(xp.uint32)

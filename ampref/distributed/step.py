@@ -25,7 +25,7 @@ __all__ = ["DPStep", "buckets", "data_parallel_step", "divide_factors"]
 Grads = Sequence[npt.NDArray[Any]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DPStep:
     """What one data-parallel step produced.
 

@@ -39,7 +39,7 @@ _OBSERVER: contextvars.ContextVar[Callable[[Any, Any, Any], None] | None] = cont
 Backward = Callable[[Any], Sequence[Any]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Node:
     """One recorded op: its name, inputs and the map grad_out -> grads of the inputs."""
 

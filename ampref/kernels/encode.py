@@ -31,7 +31,7 @@ __all__ = ["encode_bits", "quantize_bits"]
 _CHUNK = 32768  # elements per kernel pass: keeps every temporary in L2 cache
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Source:
     """Bit layout of a source float type (IEEE binary32 or binary64)."""
 
@@ -46,8 +46,8 @@ class _Source:
         return 1 - self.bias
 
 
-_F32 = _Source(np.float32, np.uint32, 32, 23, 127)
-_F64 = _Source(np.float64, np.uint64, 64, 52, 1023)
+_F32 = _Source(dtype=np.float32, udtype=np.uint32, width=32, mant=23, bias=127)
+_F64 = _Source(dtype=np.float64, udtype=np.uint64, width=64, mant=52, bias=1023)
 
 
 # --------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ class Region:
     __slots__ = ("__weakref__",)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _State:
     enabled: bool
     dtype: Format | None
@@ -60,11 +60,12 @@ class _State:
     suspended: bool = False  # inside a listed op: nested ops are not re-cast
 
 
+_OFF = _State(enabled=False, dtype=None, policy=None, cache_enabled=True)
 _STATE: contextvars.ContextVar[_State] = contextvars.ContextVar(
-    "ampref_autocast", default=_State(False, None, None, True))  # noqa: B039 - frozen
+    "ampref_autocast", default=_OFF)  # noqa: B039 - frozen
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CastPlan:
     """What the active policy decides for one op call.
 
@@ -128,7 +129,8 @@ def autocast(device_type: str, dtype: str | Format | None = None, enabled: bool 
                              f"{pol.name!r}, got {fmt.name}")
     # the outermost region creates the cache identity; leaving it drops the cache (AUT-CAC-002)
     region = _STATE.get().region or Region()
-    token = _STATE.set(_State(enabled, fmt, pol, cache_enabled, region))
+    token = _STATE.set(_State(enabled=enabled, dtype=fmt, policy=pol,
+                              cache_enabled=cache_enabled, region=region))
     try:
         yield
     finally:

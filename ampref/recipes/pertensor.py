@@ -37,7 +37,7 @@ def _fp8_max(fmt: str | Format) -> np.float32:
 
 
 # ----------------------------------------------------------------------- delayed scaling
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DelayedState:
     """Scale and amax history (row 0 is this step's staging slot)."""
 
@@ -74,7 +74,8 @@ class DelayedScaling:
             raise ValueError(f"margin must be a non-negative int, got {self.margin!r}")
 
     def init(self) -> DelayedState:
-        return DelayedState(np.float32(1.0), np.zeros(self.amax_history_len, np.float32))
+        return DelayedState(scale=np.float32(1.0),
+                            history=np.zeros(self.amax_history_len, np.float32))
 
     def record(self, st: DelayedState, x: npt.ArrayLike) -> DelayedState:
         """Stage this step's amax of ``x`` in history row 0."""
@@ -107,7 +108,7 @@ class DelayedScaling:
             sf = np.float32(FLT_MAX)
         rolled = np.roll(h, -1)
         rolled[0] = 0
-        return DelayedState(np.float32(sf), rolled)
+        return DelayedState(scale=np.float32(sf), history=rolled)
 
     def _check_state(self, st: Any) -> None:
         if not isinstance(st, DelayedState):

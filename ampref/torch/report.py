@@ -18,7 +18,7 @@ from ampref.common.atomicio import atomic_write
 __all__ = ["OpRecord", "Report"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class OpRecord:
     """One (module path, aten op) pair."""
 

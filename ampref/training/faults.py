@@ -15,7 +15,7 @@ from ampref.engine.tensor import Tensor
 __all__ = ["FaultInjection"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FaultInjection:
     """Which steps get a non-finite gradient element, and which element."""
 

@@ -76,7 +76,7 @@ class CharTransformer(nn.Module):
         return self.head(self.ln(x))
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunState:
     step: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)

@@ -37,7 +37,7 @@ def backend_of(*ts: Any) -> Backend:
 def make(be: Backend, data: Any, fmt: Format, op: str, parents: Sequence[Tensor],
          backward: Any) -> Tensor:
     req = is_grad_enabled() and any(p.requires_grad for p in parents)
-    node = Node(op, tuple(parents), backward) if req else None
+    node = Node(op=op, parents=tuple(parents), backward=backward) if req else None
     return Tensor(data, fmt, requires_grad=req, node=node, backend=be)
 
 

@@ -27,7 +27,7 @@ from .core import backend_of, check_tensor, make
 __all__ = ["QuantState", "quantized_linear", "operand_stats"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class QuantState:
     """Per-layer state of a recipe (TRN-QNT-002): the delayed-scaling state of each
     tensor (x, w, g) and, when ``collect`` is on, the statistics of the last quantization
