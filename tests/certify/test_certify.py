@@ -183,6 +183,22 @@ def test_without_source_certify_finds_the_checkout_it_runs_from_and_hashes_every
     assert "ampref/engine/tensor.py" in files and "ampref/formats/table.py" in files
 
 
+@pytest.mark.clause("CRT-RPT-001")
+def test_identification_names_the_checkouts_commit_and_says_when_there_is_none(
+        tmp_path: Path) -> None:
+    """Inputs: identification() of this test's checkout and of an empty folder. Expected:
+    the checkout's commit as `git rev-parse HEAD` prints it (40 hex digits; when the tests
+    run from a git checkout), and "not a git checkout" for the folder. Pass: equality."""
+    from ampref.certify import evidence
+
+    root = Path(__file__).resolve().parents[2]
+    if (root / ".git").exists():
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        assert len(head) == 40 and evidence.identification(root)["commit"] == head
+    assert evidence.identification(tmp_path)["commit"] == "not a git checkout"
+
+
 @pytest.mark.clause("CRT-RPT-008")
 def test_a_requirement_counts_as_verified_only_when_no_citing_case_was_skipped() -> None:
     """Input: clause rows against test outcomes: all passed; passed and skipped; all

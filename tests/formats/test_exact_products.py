@@ -114,12 +114,14 @@ def test_products_of_float64_rows_round_once_into_float64(rows: list) -> None:
 
 
 def test_products_along_an_axis_keep_the_other_axes_and_an_empty_product_is_one() -> None:
-    """ACC-EXA-002. Inputs: a (3, 4, 2) float32 array reduced along axis 1, and a (2, 0)
-    array. Expected: shape (3, 2) equal to reducing the moved rows; prefix shape kept; the
-    empty product +1. Pass: bitwise."""
+    """ACC-EXA-002. Inputs: a (3, 4, 2) float32 array reduced along axis 1 and along the
+    default axis, and a (2, 0) array. Expected: shape (3, 2) equal to reducing the moved
+    rows; the default is the last axis (shape (3, 4)); prefix shape kept; the empty
+    product +1. Pass: bitwise."""
     x = np.random.default_rng(1).standard_normal((3, 4, 2)).astype(np.float32)
     moved = np.moveaxis(x, 1, -1).reshape(-1, 4)
     assert_bitwise_equal(products(x, 1), products(moved).reshape(3, 2))
+    assert_bitwise_equal(products(x), products(x.reshape(-1, 2), 1).reshape(3, 4))
     assert products(x, 1, cumulative=True).shape == x.shape
     assert_bitwise_equal(products(np.zeros((2, 0), np.float32)), np.ones(2, np.float32))
 

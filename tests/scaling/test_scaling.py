@@ -271,6 +271,21 @@ def test_scale_loss_follows_torch_promotion() -> None:
     assert big.dtype == np.float16 and np.isinf(big).all()  # as torch: [inf, inf, inf]
 
 
+@pytest.mark.clause("SCL-OBJ-001")
+def test_a_float64_loss_is_scaled_in_float64() -> None:
+    """Inputs: scale 2^16; float64 losses 1 + 2^-40 (not a float32) as a scalar and an
+    array. Expected: float64 2^16 + 2^-24 exactly (torch: a float64 tensor times the
+    0-dim float32 scale stays float64; a float32 product would lose the 2^-24). Pass:
+    dtype and bit pattern."""
+    s = LossScaler.from_profile("torch", init_scale=2.0**16)
+    want = np.float64(2.0**16 + 2.0**-24)
+    for loss in (np.float64(1 + 2.0**-40), np.full(2, 1 + 2.0**-40)):
+        got = np.asarray(s.scale_loss(loss))
+        assert got.dtype == np.float64
+        assert (got.view(np.uint64) == want.view(np.uint64)).all(), \
+            f"{got.view(np.uint64)} != {want.view(np.uint64):#x}"
+
+
 @pytest.mark.clause("SCL-STA-002", "SCL-STA-003")
 @pytest.mark.parametrize("name", list(PROFILES))
 def test_every_field_survives_state_dict_copy_and_pickle_round_trips(name: str) -> None:
@@ -495,6 +510,18 @@ def test_construction_refuses_scales_the_profile_cannot_hold_and_inverted_bounds
 
 
 @pytest.mark.clause("SCL-STA-003")
+def test_set_scale_refuses_a_bool_and_non_finite_values_naming_them() -> None:
+    """SCL-OBJ-001. Inputs: set_scale(True) (a truthy flag, not a scale), set_scale(nan).
+    Expected: TypeError naming bool; ValueError naming nan; the scale unchanged after
+    each. Pass: the exceptions, messages and scale."""
+    s = LossScaler.from_profile("torch", init_scale=8.0)
+    with pytest.raises(TypeError, match="bool"):
+        s.set_scale(True)
+    with pytest.raises(ValueError, match="nan"):
+        s.set_scale(float("nan"))
+    assert s.scale == 8.0
+
+
 def test_found_inf_must_be_a_bool_not_a_truthy_string() -> None:
     """Inputs: update("no"), update(np.bool_(False)). Expected: TypeError naming the str;
     NumPy's bool accepted (True returned). Pass: both."""
