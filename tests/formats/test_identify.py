@@ -110,6 +110,34 @@ def test_a_cast_no_variant_explains_gets_the_closest_variant_and_the_first_input
 
 
 @pytest.mark.clause("FMT-IDN-001")
+@pytest.mark.parametrize(("fmt", "top", "ulp"), [("float16", 65504.0, 32.0),
+                                                 ("bfloat16", 2.0**127 * (2 - 2.0**-7),
+                                                  2.0**120),
+                                                 ("float8_e5m2", 57344.0, 8192.0)])
+def test_a_cast_whose_overflow_threshold_is_off_by_the_tie_is_not_nearest_even(
+        fmt: str, top: float, ulp: float) -> None:
+    """Inputs: nearest-even non-saturating casts into fp16, bf16, e5m2, changed only at
+    exactly +-(max + ulp/2), the overflow threshold, which they round down to +-max (the
+    tie goes to the even neighbour 2^(emax+1): infinity). Expected: no variant matches;
+    the closest is nearest-even, non-saturating; the first unexplained input is the
+    threshold. Pass: all three."""
+    threshold = top + ulp / 2
+
+    def late_overflow(x: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            q = ampref.quantize(x, fmt)
+        at = np.abs(x) == threshold
+        q[at] = np.copysign(top, x[at])
+        return q
+
+    got = identify(late_overflow, fmt)
+    assert got.matches == (), str(got)
+    assert got.closest == Variant(rounding="nearest_even", saturate=False, subnormals=True,
+                                  via_float32=False)
+    assert got.first is not None and abs(got.first[1]) == threshold
+
+
+@pytest.mark.clause("FMT-IDN-001")
 def test_the_battery_is_fixed_for_a_seed_and_holds_both_signs_and_the_specials() -> None:
     """Inputs: bf16 batteries for seeds 3, 3, 4. Expected: equal for equal seeds, different
     otherwise; two infs, two NaNs, +0 and -0. Pass: all."""
