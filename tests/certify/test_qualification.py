@@ -238,6 +238,17 @@ def test_two_runs_give_the_same_json_apart_from_timestamps_and_durations_and_dif
     assert main(["certify", "--diff", str(tmp_path / "bad.json"), str(tmp_path / "new.json")]) == 2
 
 
+@pytest.mark.clause("CRT-QUA-005")
+def test_diff_shows_a_changed_text_whole_up_to_60_characters_and_cut_to_60_past_that() -> None:
+    """Inputs: two packs whose one clause text changes from 60 'a's to 61 'b's. Expected:
+    one line, the old text whole (60 characters), the new one as its first 57 characters
+    and '...' (60). Pass: the exact line."""
+    old = {"clauses": [{"id": "TOY-ONE-001", "status": "verified", "text": "a" * 60}]}
+    new = {"clauses": [{"id": "TOY-ONE-001", "status": "verified", "text": "b" * 61}]}
+    assert qualification.diff(old, new) == [
+        f"clause TOY-ONE-001 text: {'a' * 60} -> {'b' * 57}..."]
+
+
 @pytest.mark.clause("CRT-QUA-006")
 def test_the_full_level_covers_fp16_and_bf16_exhaustively_and_strides_the_rest(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
