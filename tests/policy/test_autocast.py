@@ -355,6 +355,55 @@ def test_a_loaded_policy_is_read_only_shared_and_survives_pickling() -> None:
 
 
 @pytest.mark.clause("AUT-CAT-005")
+def test_a_listed_composites_nested_ops_are_not_cast_again(tmp_path: Path) -> None:
+    """Inputs: a user policy listing scaled_dot_product_attention as lower precision and
+    softmax as fp32_set_opt_dtype, as torch-cuda does (matmul unlisted); SDPA of float32
+    q, k, v (1 x 4 x 8) inside a float16 region. Expected: float16 output, bitwise equal
+    to SDPA of the float16 casts outside autocast (torch excludes the autocast key inside
+    a listed op: the nested softmax does not output float32, which would make the
+    unlisted matmul after it float32); the nested softmax itself, called at the top
+    level, outputs float32 (the policy is live). Pass: formats and bit patterns."""
+    f = tmp_path / "nested.toml"
+    f.write_text('name = "nested"\ndefault_dtype = "float16"\n[ops]\n'
+                 'lower_precision_fp = ["scaled_dot_product_attention"]\n'
+                 'fp32_set_opt_dtype = ["softmax"]\n')
+    rng = np.random.default_rng(5)
+    q, k, v = (ampref.tensor(rng.standard_normal((1, 4, 8)).astype(np.float32))
+               for _ in range(3))
+    with ampref.autocast("cuda", policy=str(f)):
+        got = F.scaled_dot_product_attention(q, k, v)
+        assert F.softmax(q.to("float16"), -1).format.name == "float32"
+    want = F.scaled_dot_product_attention(q.to("float16"), k.to("float16"), v.to("float16"))
+    assert got.format.name == "float16"
+    assert np.array_equal(got.numpy().view(np.uint16), want.numpy().view(np.uint16)), \
+        (got.numpy().view(np.uint16), want.numpy().view(np.uint16))
+
+
+@pytest.mark.clause("AUT-CAT-001", "AUT-CAT-002", "AUT-POL-003")
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "sum"])
+def test_a_user_policy_casts_the_inputs_of_the_reductions_it_lists(op: str,
+                                                                   tmp_path: Path) -> None:
+    """Inputs: user policies listing softmax, log_softmax or sum as lower_precision_fp and
+    as fp32; float32 and float16 inputs (3 x 5, seeded) in a float16 region. Expected: the
+    op of the input cast to float16 (lower precision) or to float32 (fp32), bitwise, as
+    the same op on the cast input outside autocast (the shipped policies list these ops
+    only as fp32_set_opt_dtype, which the engine honoured alone). Pass: format and bits."""
+    fn = {"softmax": lambda t: F.softmax(t, -1), "log_softmax": lambda t: F.log_softmax(t, -1),
+          "sum": lambda t: F.sum(t, -1)}[op]
+    x = np.random.default_rng(8).standard_normal((3, 5)).astype(np.float32)
+    for cat, fmt, given in (("lower_precision_fp", "float16", "float32"),
+                            ("fp32", "float32", "float16")):
+        f = tmp_path / f"{cat}.toml"
+        f.write_text(f'name = "p"\ndefault_dtype = "float16"\n[ops]\n{cat} = ["{op}"]\n')
+        t = ampref.tensor(x).to(given)
+        with ampref.autocast("cuda", policy=str(f)):
+            got = fn(t)
+        want = fn(t.to(fmt))
+        assert got.format.name == fmt, (cat, got.format.name)
+        assert got.numpy().tobytes() == want.numpy().tobytes(), (cat, got.numpy(), want.numpy())
+
+
+@pytest.mark.clause("AUT-CAT-005")
 def test_cuda_cross_entropy_takes_log_probabilities_in_the_logits_format_as_torch_does() -> None:
     """Input: float16 logits (64 x 50, seeded) under torch-cuda fp16 autocast.
     Expected: torch's cross_entropy_loss composite calls log_softmax with the logits'

@@ -30,7 +30,7 @@ def _shifted_exp(op: str, x: Tensor, dim: int,
     if dim is None or isinstance(dim, (tuple, list)):
         raise TypeError(f"{op} needs one int dim, got {dim!r}")
     axis = one_dim(x, dim)
-    _, forced, _ = autocast_inputs(op, [x])
+    (x,), forced, _ = autocast_inputs(op, [x])  # a policy may list it in any category
     fmt = get_format(dtype) if dtype is not None else (forced or x.format)
     if fmt != x.format:  # as torch: the input is cast to dtype first (ENG-DTY-001)
         x = to_format(x, fmt)

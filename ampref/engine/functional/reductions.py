@@ -29,7 +29,7 @@ def sum(input: Tensor, dim: Any = None, keepdim: bool = False, *,
     """
     x = check_tensor(input, "sum")
     keepdims = check_flag("keepdim", keepdim)
-    _, forced, _ = autocast_inputs("sum", [x])
+    (x,), forced, _ = autocast_inputs("sum", [x])  # a policy may list sum in any category
     fmt = get_format(dtype) if dtype is not None else (forced or x.format)
     if fmt != x.format:  # as torch: the input is cast to dtype first (ENG-DTY-001)
         x = to_format(x, fmt)
