@@ -86,6 +86,31 @@ def test_index_add_sums_repeated_rows_exactly(alpha: float) -> None:
 
 
 @pytest.mark.clause("TRC-IDX-001")
+@pytest.mark.parametrize("inplace", [False, True])
+def test_put_accumulate_sums_repeated_flat_positions_exactly_and_only_put_writes_self(
+        inplace: bool) -> None:
+    """Inputs: a 3 x 4 self of spread values, flat index [5, 0, 5, 11, -1 -> 11, 5]
+    (repeats), source of 6 spread values; put(accumulate=True) and put_. Expected: flat
+    position p = fl32(exact self[p] + the source values put there); put leaves self as
+    it was, put_ writes the result into self and returns it. Pass: bitwise."""
+    rng = np.random.default_rng(6)
+    x, source = _spread(rng, 3, 4), _spread(rng, 6)
+    before = x.clone()
+    index = torch.tensor([5, 0, 5, 11, -1, 5])
+    acc: dict[tuple[int, ...], list[float]] = {}
+    for k, p in enumerate(index.tolist()):
+        acc.setdefault(divmod(p % 12, 4), []).append(float(source[k]))
+    want = _sum_into(before, acc)
+    if inplace:
+        got = _emulated(lambda: x.put_(index, source, accumulate=True))
+        assert got is x
+    else:
+        got = _emulated(lambda: x.put(index, source, accumulate=True))
+        assert_bitwise_equal(x.numpy(), before.numpy(), msg="put changed self")
+    assert_bitwise_equal(got.numpy(), want, msg=f"put inplace={inplace}")
+
+
+@pytest.mark.clause("TRC-IDX-001")
 @pytest.mark.parametrize("case", ["rows", "negative rows", "row and column", "mask"])
 def test_the_gradient_of_advanced_indexing_sums_repeats_exactly(case: str) -> None:
     """Inputs: x (5 x 4) indexed by repeated rows, negative rows, (row, column) pairs or
