@@ -93,6 +93,39 @@ def test_a_gpu_runs_junit_results_count_for_the_tests_skipped_here(
     assert "imported run" in html and "NVIDIA H100 80GB HBM3" in html
 
 
+@pytest.mark.clause("CRT-GPU-001")
+def test_an_imported_error_or_failure_is_a_failure_and_own_results_are_never_replaced(
+        tmp_path: Path) -> None:
+    """Input: a JUnit file with cases that passed, failed, errored (setup error, as pytest
+    writes it) and were skipped, for tests this run skipped; one passed case each for a
+    test this run passed and one it failed; a case this run does not know and one outside
+    tests/. Expected: passed, failed, failed, and the skipped one left skipped; this run's
+    own passed and failed kept; the run record counts 1 passed and 2 failed. Pass: the
+    outcomes and counts."""
+    from ampref.certify.imported import import_runs
+
+    cases = {"test_ok": "", "test_bad": '<failure message="assert 0"/>',
+             "test_err": '<error message="fixture failed"/>',
+             "test_skip": '<skipped message="no gpu"/>', "test_mine_ok": "",
+             "test_mine_bad": "", "test_unknown": ""}
+    xml = "".join(f'<testcase classname="tests.test_toy" name="{n}">{body}</testcase>'
+                  for n, body in cases.items())
+    xml += '<testcase classname="other.mod" name="test_ok"/>'
+    (tmp_path / "gpu_tests.xml").write_text(
+        f'<?xml version="1.0"?><testsuites><testsuite name="pytest">{xml}</testsuite>'
+        '</testsuites>')
+    mine = {"test_mine_ok": "passed", "test_mine_bad": "failed"}
+    items = {f"tests/test_toy.py::{n}": {"outcome": mine.get(n, "skipped"), "reason": "r"}
+             for n in cases if n != "test_unknown"}
+    (run,) = import_runs([tmp_path], items)
+    got = {k.split("::")[1]: v["outcome"] for k, v in items.items()}
+    assert got == {"test_ok": "passed", "test_bad": "failed", "test_err": "failed",
+                   "test_skip": "skipped", "test_mine_ok": "passed",
+                   "test_mine_bad": "failed"}
+    assert "imported_from" not in items["tests/test_toy.py::test_mine_bad"]
+    assert (run["passed"], run["failed"], run["environment"]) == (1, 2, "no device.txt")
+
+
 @pytest.mark.clause("CRT-BND-003")
 def test_check_finds_an_edited_chunk_and_an_edited_status(
         pack: tuple[Path, dict[str, Any]], tmp_path: Path,
