@@ -106,10 +106,11 @@ def host_index(be: Backend, v: Any) -> np.ndarray:
 
 
 def dims_of(x: Tensor, dim: Any) -> tuple[int, ...]:
-    """Normalised dims (None: all); each must be an int in [-ndim, ndim)."""
-    if dim is None:
+    """Normalised dims; each must be an int in [-ndim, ndim). None or an empty sequence
+    means every dim, as torch's reductions read ``dim=[]`` (sum, mean)."""
+    axs = (dim,) if dim is None or isinstance(dim, (int, np.integer)) else tuple(dim)
+    if dim is None or not axs:
         return tuple(range(x.ndim))
-    axs = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
     for ax in axs:
         if isinstance(ax, bool) or not isinstance(ax, (int, np.integer)):
             raise TypeError(f"dim must be an int or a tuple of ints, got {dim!r}")

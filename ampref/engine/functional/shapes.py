@@ -20,11 +20,26 @@ __all__ = ["broadcast_to", "concat", "embedding", "index", "reshape", "transpose
 
 
 def reshape(input: Tensor, shape: Sequence[int]) -> Tensor:
+    """``input``'s elements in row-major order in ``shape``; one entry may be -1 (inferred
+    from the others), as torch.
+
+    Raises:
+        TypeError: an entry that is not an int.
+        ValueError: an entry below -1 (NumPy would read any negative entry as -1; torch
+            refuses it), two -1 entries, or a shape of another size (both shapes named).
+    """
     x = check_tensor(input, "reshape")
+    dims = tuple(shape)
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"reshape: shape entries must be ints, got {d!r} in {dims!r}")
+        if d < -1:
+            raise ValueError(f"reshape: invalid shape dimension {d} in {dims} (each is >= 0, "
+                             f"or -1 for the one dimension inferred)")
     try:
-        out = x.data.reshape(tuple(shape))
+        out = x.data.reshape(dims)
     except ValueError as e:
-        raise ValueError(f"cannot reshape {x.shape} to {tuple(shape)}: {e}") from None
+        raise ValueError(f"cannot reshape {x.shape} to {dims}: {e}") from None
     return make(x.backend, out, x.format, "reshape", [x], lambda g: (g.reshape(x.shape),))
 
 

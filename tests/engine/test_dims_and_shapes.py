@@ -1,0 +1,52 @@
+"""Reductions over an empty dim list and reshape's shape entries, against torch's own
+calls (ENG-RED-001, ENG-MTH-001)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ampref
+from ampref.engine import functional as F
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.clause("ENG-RED-001")
+@pytest.mark.parametrize("dim", [[], ()])
+@pytest.mark.parametrize("op", ["sum", "mean"])
+def test_an_empty_dim_list_reduces_every_dim_as_torch_does(op: str, dim: object) -> None:
+    """Inputs: a 2 x 3 x 4 float32 tensor of small integers (sums exact in float32);
+    sum and mean with dim=[] and dim=(), keepdim False and True. Expected: torch's shape
+    (() or (1, 1, 1)) and value bit for bit (float32). Pass: shapes and bit patterns."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 7
+    for keep in (False, True):
+        got = getattr(F, op)(ampref.tensor(x), dim, keep)
+        want = getattr(torch.from_numpy(x), op)(dim=dim, keepdim=keep).numpy()
+        assert got.shape == want.shape, (op, dim, keep, got.shape, want.shape)
+        assert got.numpy().tobytes() == want.tobytes(), (got.numpy(), want)
+
+
+@pytest.mark.clause("ENG-MTH-001", "API-ERR-001")
+@pytest.mark.parametrize("shape", [(2, 3, -2), (-3, 4), (2, -1, -1)])
+def test_reshape_refuses_what_torch_refuses_naming_the_shape(shape: tuple[int, ...]) -> None:
+    """Inputs: a 2 x 6 tensor reshaped to (2, 3, -2), (-3, 4) (NumPy reads any negative
+    entry as -1 and would answer (2, 3, 2) and (3, 4)) and (2, -1, -1). Expected: torch
+    raises RuntimeError for each; ampref raises ValueError naming the shape. Pass: both."""
+    with pytest.raises(RuntimeError):
+        torch.zeros(2, 6).reshape(shape)
+    with pytest.raises(ValueError, match=str(shape).replace("(", r"\(").replace(")", r"\)")):
+        F.reshape(ampref.tensor(np.zeros((2, 6), np.float32)), shape)
+
+
+@pytest.mark.clause("ENG-MTH-001")
+def test_reshape_infers_one_minus_one_entry_and_refuses_a_non_int() -> None:
+    """Inputs: a 2 x 6 tensor to (3, -1) and (4, -1, 1); to (2, 6.0) and (2, True, 6).
+    Expected: shapes (3, 4) and (4, 3, 1) as torch; TypeError naming 6.0 and True. Pass:
+    all."""
+    t = ampref.tensor(np.arange(12, dtype=np.float32).reshape(2, 6))
+    assert F.reshape(t, (3, -1)).shape == tuple(torch.zeros(2, 6).reshape(3, -1).shape)
+    assert F.reshape(t, (4, -1, 1)).shape == (4, 3, 1)
+    for bad, name in (((2, 6.0), "6.0"), ((2, True, 6), "True")):
+        with pytest.raises(TypeError, match=name):
+            F.reshape(t, bad)
