@@ -159,6 +159,22 @@ def test_floor_rule_saturates_a_quarter_of_e4m3_block_maxima_rceil_none() -> Non
 
 
 @pytest.mark.clause("FP8-MX-001")
+def test_mx_quantize_divides_by_the_shared_scale_and_rounds_ties_to_even() -> None:
+    """Inputs: one 32-element block, e2m1, floor rule: 24, 1, 3, 5, 7, 10, 14, -14 and
+    zeros. Expected, derived by hand from OCP MX v1.0 section 6.3: amax 24 gives shared
+    exponent floor(log2 24) - emax(E2M1) = 4 - 2 = 2 (code 129); elements x / 4 rounded
+    nearest-even on the E2M1 grid: 6, 0 (0.25 ties to 0), 1 (0.75 ties to 1.0), 1 (1.25),
+    2 (1.75), 2 (2.5), 4 (3.5), -4; dequantized 4 times those. Pass: exact equality."""
+    x = np.zeros((1, 32), np.float32)
+    x[0, :8] = [24, 1, 3, 5, 7, 10, 14, -14]
+    out = mx_quantize(x, "e2m1", rule="floor")
+    assert out["scale_codes"].tolist() == [[129]]
+    assert out["elements"][0, :8].tolist() == [6, 0, 1, 1, 2, 2, 4, -4]
+    assert out["dequantized"][0, :8].tolist() == [24, 0, 4, 4, 8, 8, 16, -16]
+    assert not out["elements"][0, 8:].any()
+
+
+@pytest.mark.clause("FP8-MX-001")
 def test_mx_quantize_shapes_codes_and_errors() -> None:
     """Inputs: a 2x32 ramp with a NaN, e2m1 floor; a length 40; rule 'round';
     amax_compute_algo 'mean'. Expected: (2, 1) scales with 0xFF for the NaN block, that

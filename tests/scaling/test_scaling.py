@@ -346,6 +346,10 @@ def test_profiles_and_parameters_are_validated_with_the_allowed_values() -> None
     with pytest.raises(ValueError,
                        match=r"backoff_factor must satisfy 0.0 < backoff_factor < 1.0.*got 1.5"):
         LossScaler(backoff_factor=1.5)
+    for edge in (1.0, 0.0):  # both bounds open: a factor of 1 never backs off
+        with pytest.raises(ValueError, match=f"backoff_factor.*got {edge}"):
+            LossScaler(backoff_factor=edge)
+    assert LossScaler(backoff_factor=0.999).config.backoff_factor == 0.999
     with pytest.raises(ValueError, match="growth_interval must be a positive int.*got 0"):
         LossScaler.from_profile("torch", growth_interval=0)
     with pytest.raises(ValueError, match="floor='raise' needs a min_scale"):
