@@ -248,6 +248,13 @@ def test_sigmoid_forms_keep_their_accuracy_in_the_far_negative_tail(name: str) -
     assert got.tolist() == want, list(zip(x.tolist(), got.tolist(), want, strict=True))
 
 
+def _unit_edges(w: Any) -> Any:
+    """w with its first elements at logit's edges: 0, 1, NaN, -0, 1 - 2^-11, 2^-11."""
+    w = w.clone()
+    w[:6] = torch.tensor([0.0, 1.0, float("nan"), -0.0, 1 - 2.0**-11, 2.0**-11])
+    return w
+
+
 #: calls whose torch 2.13 CPU kernels fuse a multiply-add, substitute arithmetic for a
 #: scalar power, or (16-bit) round alpha or steps to the dtype
 TORCH_KERNEL_CASES: dict[str, Callable[..., Any]] = {
@@ -276,6 +283,11 @@ TORCH_KERNEL_CASES: dict[str, Callable[..., Any]] = {
     "logit_backward": lambda x, y, z, w: torch.ops.aten.logit_backward(x, w),
     "logit_backward eps": lambda x, y, z, w: torch.ops.aten.logit_backward(
         x, w.masked_fill(w > 1.4, float("nan")), 0.1),  # NaN inputs: 0 with eps
+    # eps 0 selects the clamped branch (0 outside [0, 1] and for NaN), not the NaN one
+    "logit_backward eps 0": lambda x, y, z, w: torch.ops.aten.logit_backward(
+        x, _unit_edges(w), 0.0),
+    "logit_backward edges": lambda x, y, z, w: torch.ops.aten.logit_backward(
+        x, _unit_edges(w)),  # +-inf at 0 and 1 by the signs, NaN outside
     "mse_loss none": lambda x, y, z, w: torch.nn.functional.mse_loss(x, y, reduction="none"),
     "huber_loss none": lambda x, y, z, w: torch.nn.functional.huber_loss(
         x, y, reduction="none", delta=0.7),
