@@ -88,3 +88,30 @@ def test_attention_with_heads_that_do_not_divide_is_refused_naming_the_counts() 
     with pytest.raises(NotImplementedError, match="4 query heads and 3 key"):
         with emulate(fallback="error"):
             torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, k)
+
+
+@pytest.mark.clause("TRC-NN-002")
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_direct_attention_ops_logsumexp_is_that_of_the_scaled_scores(causal: bool) -> None:
+    """Inputs: the CPU flash-attention op called directly under emulate (2 x 3 heads, 6
+    positions, head size 8, seeded; scores of size up to about 4), causal or not.
+    Expected: its second output, the logsumexp of each query's scaled (and causally
+    masked) scores, within 1e-5 of a float64 oracle computed from q and k with NumPy (the
+    scores' own float32 roundings differ by about 1e-7 relative), and within 1e-5 of
+    torch's own logsumexp. Pass: both bounds, on every element."""
+    rng = np.random.default_rng(17)
+    q, k, v = (torch.tensor(rng.standard_normal((2, 3, 6, 8)).astype(np.float32))
+               for _ in range(3))
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    with emulate(fallback="error"):
+        lse = op(q, k, v, is_causal=causal)[1]
+    s = q.numpy().astype(np.float64) @ np.swapaxes(k.numpy().astype(np.float64), -1, -2)
+    s = s / np.sqrt(8.0)
+    if causal:
+        s = np.where(np.triu(np.ones((6, 6), bool), 1), -np.inf, s)
+    m = s.max(-1, keepdims=True)
+    want = (m + np.log(np.exp(s - m).sum(-1, keepdims=True)))[..., 0]
+    assert lse.shape == want.shape
+    assert np.abs(lse.numpy() - want).max() <= 1e-5, np.abs(lse.numpy() - want).max()
+    theirs = op(q, k, v, is_causal=causal)[1].numpy()
+    assert np.abs(lse.numpy() - theirs).max() <= 1e-5, np.abs(lse.numpy() - theirs).max()
