@@ -109,3 +109,28 @@ def test_tf32_words_turn_a_low_payload_nan_into_infinity() -> None:
     one = np.ones(2, np.float32)
     assert np.isinf(tc.dot(nan_low, one, gpu="h100", input_format="tf32", rules="mmasim"))
     assert np.isnan(tc.dot(nan_low, one, gpu="h100", input_format="tf32"))
+
+
+@pytest.mark.clause("ACC-TC-008")
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_sum_of_exactly_2_to_128_is_inf_under_mmasim_rules_and_flt_max_under_amprefs(
+        sign: float) -> None:
+    """Inputs: one H100 bf16 -> fp32 block (K = 16): c = +-FLT_MAX (2^128 - 2^104) and one
+    product 2^52 x +-2^52 = +-2^104, so the exact sum is +-2^128; and c = +-FLT_MAX with
+    the product +-2^103 (exact sum between FLT_MAX and 2^128). Expected: +-inf for the
+    first under rules='mmasim' (MMA-Sim truncates the significand, then converts 2^128 to
+    float32, which overflows: mmasim/simulator/arithmetic.py, nv_fused_dot_add), +-FLT_MAX
+    under ampref's IEEE toward-zero rule; +-FLT_MAX for the second under both. Pass: bit
+    patterns."""
+    flt_max = float(np.finfo(np.float32).max)
+    a, b = np.zeros((1, 16)), np.zeros((1, 16))
+    c = np.array([sign * flt_max])
+    a[0, 0] = 2.0**52
+    for bexp, mmasim in ((52, np.inf), (51, flt_max)):
+        b[0, 0] = sign * 2.0**bexp
+        got = {name: np.float32(tc.dot(a, b, c, gpu="h100", input_format="bfloat16",
+                                       output_format="float32", rules=rules)[0])
+               for name, rules in (("mmasim", MMASIM_RULES), ("ampref", AMPREF_RULES))}
+        want = {"mmasim": np.float32(sign * mmasim), "ampref": np.float32(sign * flt_max)}
+        assert {k: _hex(np.array([v])) for k, v in got.items()} == \
+            {k: _hex(np.array([v])) for k, v in want.items()}, bexp
