@@ -50,3 +50,16 @@ def test_reshape_infers_one_minus_one_entry_and_refuses_a_non_int() -> None:
     for bad, name in (((2, 6.0), "6.0"), ((2, True, 6), "True")):
         with pytest.raises(TypeError, match=name):
             F.reshape(t, bad)
+
+
+@pytest.mark.clause("ENG-MTH-001")
+def test_split_without_dim_splits_the_first_dim_as_torch() -> None:
+    """Inputs: a 4 x 6 tensor split(3) and split([1, 3]) without dim. Expected: torch's
+    pieces, along dim 0: shapes and values. Pass: equal shapes and bit patterns."""
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    for arg in (3, [1, 3]):
+        got = ampref.tensor(x).split(arg)
+        want = torch.from_numpy(x).split(arg)
+        assert [p.shape for p in got] == [tuple(p.shape) for p in want]
+        assert all(g.numpy().tobytes() == w.numpy().tobytes()
+                   for g, w in zip(got, want, strict=True))
