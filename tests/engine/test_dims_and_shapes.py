@@ -3,6 +3,8 @@ calls (ENG-RED-001, ENG-MTH-001)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -47,7 +49,8 @@ def test_reshape_infers_one_minus_one_entry_and_refuses_a_non_int() -> None:
     t = ampref.tensor(np.arange(12, dtype=np.float32).reshape(2, 6))
     assert F.reshape(t, (3, -1)).shape == tuple(torch.zeros(2, 6).reshape(3, -1).shape)
     assert F.reshape(t, (4, -1, 1)).shape == (4, 3, 1)
-    for bad, name in (((2, 6.0), "6.0"), ((2, True, 6), "True")):
+    cases: list[tuple[Any, str]] = [((2, 6.0), "6.0"), ((2, True, 6), "True")]
+    for bad, name in cases:
         with pytest.raises(TypeError, match=name):
             F.reshape(t, bad)
 
