@@ -66,3 +66,21 @@ def test_split_without_dim_splits_the_first_dim_as_torch() -> None:
         assert [p.shape for p in got] == [tuple(p.shape) for p in want]
         assert all(g.numpy().tobytes() == w.numpy().tobytes()
                    for g, w in zip(got, want, strict=True))
+
+
+@pytest.mark.clause("ENG-MTH-001")
+def test_chunk_into_one_piece_is_the_whole_tensor_and_zero_chunks_are_refused() -> None:
+    """Inputs: a 4 x 6 tensor chunk(1), chunk(4, dim=1), chunk(0). Expected: torch's
+    pieces (one 4 x 6 piece; four of widths 2, 2, 2) with equal values; ValueError
+    naming 0 where torch raises. Pass: shapes, bit patterns, the errors."""
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    for args in ((1,), (4, 1)):
+        got = ampref.tensor(x).chunk(*args)
+        want = torch.from_numpy(x).chunk(*args)
+        assert [p.shape for p in got] == [tuple(p.shape) for p in want]
+        assert all(g.numpy().tobytes() == w.numpy().tobytes()
+                   for g, w in zip(got, want, strict=True))
+    with pytest.raises(RuntimeError):
+        torch.from_numpy(x).chunk(0)
+    with pytest.raises(ValueError, match="got 0"):
+        ampref.tensor(x).chunk(0)
