@@ -124,3 +124,36 @@ def test_casts_run_right_to_left_as_torchs_compiled_kernels_evaluate_them() -> N
         return [shapes for op, _, shapes in log.ops if op == "_to_copy"]
 
     assert casts(False) == casts(True) == [((3,),), ((3, 4),), ((2, 4),)]
+
+
+@pytest.mark.clause("TRC-AUT-002", "AUT-CAT-003")
+@pytest.mark.parametrize("form", ["positional None", "keyword None", "absent"])
+def test_set_opt_dtype_ops_get_float32_however_their_dtype_is_left_unset(form: str) -> None:
+    """Inputs: softmax, log_softmax and sum over dim 1 of a float16 (3, 5) tensor under
+    the emulated CUDA autocast (fp32_set_opt_dtype ops), with dtype passed positionally
+    as None (softmax and log_softmax: sum's dtype is keyword-only), as dtype=None, or not
+    at all, through the aten overloads; and dtype=float64 given. Expected: what
+    torch's set_opt_dtype does: the op with dtype=float32, i.e. equal, bit for bit, to the
+    same aten call with dtype float32 outside autocast; a given float64 kept. Pass: dtypes
+    and bit patterns."""
+    x = torch.randn(3, 5).half()
+    aten = torch.ops.aten
+    calls = {"softmax": (aten.softmax.int, (x, 1)), "log_softmax": (aten.log_softmax.int,
+                                                                     (x, 1)),
+             "sum": (aten.sum.dim_IntList, (x, [1], False))}
+    for name, (op, args) in calls.items():
+        if form == "positional None" and name == "sum":
+            continue
+        with at.autocast("cuda", torch.float16):
+            if form == "positional None":
+                got = op(*args, None)
+            elif form == "keyword None":
+                got = op(*args, dtype=None)
+            else:
+                got = op(*args)
+        want = op(*args, dtype=torch.float32)
+        assert got.dtype == want.dtype == torch.float32, (name, got.dtype)
+        assert torch.equal(got.view(torch.int32), want.view(torch.int32)), name
+        with at.autocast("cuda", torch.float16):  # a dtype the caller gives is kept
+            kept = op(*args, dtype=torch.float64)
+        assert kept.dtype == torch.float64 and torch.equal(kept, op(*args, dtype=torch.float64))
