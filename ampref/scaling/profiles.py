@@ -6,7 +6,7 @@ Adding a framework is adding a row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .machine import ScalerConfig
 
@@ -25,6 +25,14 @@ class Profile:
 
 _NO_HYST = "has no hysteresis"
 _FIXED_2 = "fixes the factors at 2 and 1/2"
+
+_DEEPSPEED = Profile(
+    name="deepspeed",
+    config=ScalerConfig(growth_interval=1000, growth_rule="since_overflow", arith="f64",
+                        hysteresis=2, refill="growth", min_scale=1.0, floor="raise",
+                        refuse_inf_growth=False),
+    fixed={"growth_factor": _FIXED_2, "backoff_factor": _FIXED_2, "max_scale": "has no cap"},
+    source="deepspeed/runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale)")
 
 #: name -> profile (SCL-PRF-*). Adding a framework is adding a row.
 PROFILES: dict[str, Profile] = {p.name: p for p in (
@@ -55,19 +63,10 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             fixed={"growth_factor": _FIXED_2 + " (scale_factor is unused)",
                    "backoff_factor": _FIXED_2, "hysteresis": _NO_HYST},
             source="apex/amp/scaler.py at cb65b8ed~1 (LossScaler.update_scale)"),
-    Profile(name="deepspeed",
-            config=ScalerConfig(growth_interval=1000, growth_rule="since_overflow",
-                                arith="f64", hysteresis=2, refill="growth", min_scale=1.0,
-                                floor="raise", refuse_inf_growth=False),
-            fixed={"growth_factor": _FIXED_2, "backoff_factor": _FIXED_2,
-                   "max_scale": "has no cap"},
-            source="deepspeed/runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale)"),
-    Profile(name="deepspeed-consecutive",
-            config=ScalerConfig(growth_interval=1000, growth_rule="since_overflow",
-                                arith="f64", hysteresis=2, refill="any_clean", min_scale=1.0,
-                                floor="raise", refuse_inf_growth=False),
-            fixed={"growth_factor": _FIXED_2, "backoff_factor": _FIXED_2,
-                   "max_scale": "has no cap"},
+    _DEEPSPEED,
+    # the same scaler with consecutive_hysteresis=True: any clean step refills
+    replace(_DEEPSPEED, name="deepspeed-consecutive",
+            config=replace(_DEEPSPEED.config, refill="any_clean"),
             source="deepspeed loss_scaler.py with consecutive_hysteresis=True"),
     Profile(name="megatron",
             config=ScalerConfig(init_scale=2.0**32, growth_interval=1000, arith="f32",
