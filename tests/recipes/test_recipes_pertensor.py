@@ -51,6 +51,20 @@ def test_history_rolls_and_max_takes_the_window() -> None:
     assert st.scale == np.float32(448.0)
 
 
+@pytest.mark.clause("FP8-DEL-003")
+def test_the_history_rolls_up_with_the_newest_amax_last_as_transformer_engine_documents() -> None:
+    """Inputs: history 4, amaxes 1, 2, 3, 5 recorded and updated one step at a time.
+    Expected: TE's documented layout ([a_N, a_1, ..., a_N-1] -> [0, a_2, ..., a_N],
+    new[i] = old[i + 1], row 0 zeroed): [0, 0, 0, 1], [0, 0, 1, 2], [0, 1, 2, 3], then
+    [0, 2, 3, 5] (the oldest, 1, drops out). Pass: each history exactly."""
+    r = DelayedScaling(amax_history_len=4)
+    st = r.init()
+    for a, want in [(1.0, [0, 0, 0, 1]), (2.0, [0, 0, 1, 2]), (3.0, [0, 1, 2, 3]),
+                    (5.0, [0, 2, 3, 5])]:
+        st = r.update(r.record(st, np.array([a])))
+        assert st.history.reshape(-1).tolist() == want, (a, st.history)
+
+
 @pytest.mark.clause("FP8-DEL-004")
 def test_fused_kernel_skips_a_zero_amax_while_the_unfused_path_rolls() -> None:
     """Inputs: history 2, amax 4, then a step with nothing recorded, fused and unfused.
