@@ -426,6 +426,10 @@ def test_static_scaler_never_moves_but_skips_overflowing_steps() -> None:
     assert s.scale == 128.0 and [e.action for e in s.events] == ["skip", "hold"]
     with pytest.raises(ValueError, match="scale must satisfy"):
         StaticLossScaler(0.0)
+    # a scale of 1 (no scaling) and below are legal; one float32 cannot hold is not
+    assert [StaticLossScaler(v).scale for v in (1.0, 0.5)] == [1.0, 0.5]
+    with pytest.raises(ValueError, match="outside float32's range"):
+        StaticLossScaler(1e-50)
 
 
 def test_transition_is_pure() -> None:
