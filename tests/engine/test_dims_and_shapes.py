@@ -10,6 +10,7 @@ import pytest
 
 import ampref
 from ampref.engine import functional as F
+from ampref.testing import assert_bitwise_equal
 
 torch = pytest.importorskip("torch")
 
@@ -26,7 +27,7 @@ def test_an_empty_dim_list_reduces_every_dim_as_torch_does(op: str, dim: object)
         got = getattr(F, op)(ampref.tensor(x), dim, keep)
         want = getattr(torch.from_numpy(x), op)(dim=dim, keepdim=keep).numpy()
         assert got.shape == want.shape, (op, dim, keep, got.shape, want.shape)
-        assert got.numpy().tobytes() == want.tobytes(), (got.numpy(), want)
+        assert_bitwise_equal(got.numpy(), want, msg=f"{op} dim={dim} keepdim={keep}")
 
 
 @pytest.mark.clause("ENG-MTH-001", "API-ERR-001")
@@ -64,8 +65,8 @@ def test_split_without_dim_splits_the_first_dim_as_torch() -> None:
         got = ampref.tensor(x).split(arg)
         want = torch.from_numpy(x).split(arg)
         assert [p.shape for p in got] == [tuple(p.shape) for p in want]
-        assert all(g.numpy().tobytes() == w.numpy().tobytes()
-                   for g, w in zip(got, want, strict=True))
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_bitwise_equal(g.numpy(), w.numpy(), msg=f"piece {i} of split({arg})")
 
 
 @pytest.mark.clause("ENG-MTH-001")
@@ -78,8 +79,8 @@ def test_chunk_into_one_piece_is_the_whole_tensor_and_zero_chunks_are_refused() 
         got = ampref.tensor(x).chunk(*args)
         want = torch.from_numpy(x).chunk(*args)
         assert [p.shape for p in got] == [tuple(p.shape) for p in want]
-        assert all(g.numpy().tobytes() == w.numpy().tobytes()
-                   for g, w in zip(got, want, strict=True))
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_bitwise_equal(g.numpy(), w.numpy(), msg=f"piece {i} of chunk{args}")
     with pytest.raises(RuntimeError):
         torch.from_numpy(x).chunk(0)
     with pytest.raises(ValueError, match="got 0"):
