@@ -8,6 +8,7 @@ source to re-read."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from paths import DATA
@@ -24,7 +25,7 @@ PINNED: dict[str, dict[str, dict[str, Any]]] = tomllib.loads(
 def _field(row: Any, path: str) -> Any:
     value = row
     for part in path.split("."):
-        value = value[part] if isinstance(value, dict) else getattr(value, part)
+        value = value[part] if isinstance(value, Mapping) else getattr(value, part)
     return value
 
 

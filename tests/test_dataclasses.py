@@ -4,11 +4,21 @@ records that accumulate a run (listed here with the reason each must change)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
+import importlib
+import importlib.util
+import pkgutil
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from types import MappingProxyType, ModuleType
+from typing import Any
 
+import numpy as np
 import pytest
 
 from paths import ROOT
+
+TORCH = importlib.util.find_spec("torch") is not None
 
 #: the mutable dataclasses and why each must change after it is made
 MUTABLE = {
@@ -84,3 +94,85 @@ def test_the_checker_sees_a_mutable_row_and_a_positional_one(tmp_path: Path) -> 
         "@dataclass(kw_only=True)\nclass RunState:\n    a: int\n")
     assert _violations([tmp_path / "m.py"], tmp_path) == [
         "m.py:9 Pos: not kw_only", "m.py:5 Row: not kw_only", "m.py:5 Row: not frozen"]
+
+
+def _editable(value: Any, where: str, seen: set[int]) -> list[str]:
+    """Paths inside ``value`` (a registry row) to a container that can be edited in
+    place: a list, dict, set, bytearray or writeable array, at any depth of frozen
+    dataclasses, tuples and read-only mappings."""
+    if id(value) in seen:
+        return []
+    seen.add(id(value))
+    if isinstance(value, (list, dict, set, bytearray)):
+        return [f"{where} is a {type(value).__name__}"]
+    if isinstance(value, np.ndarray):
+        return [f"{where} is a writeable array"] if value.flags.writeable else []
+    if isinstance(value, MappingProxyType):
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, (tuple, frozenset)):
+        items = enumerate(value)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type) \
+            and type(value).__name__ not in MUTABLE:
+        items = ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
+    else:
+        return []
+    return [bad for k, v in items for bad in _editable(v, f"{where}[{k!r}]", seen)]
+
+
+def _rows(module: ModuleType) -> Iterator[tuple[str, Any]]:
+    """Each frozen dataclass instance a module holds at its top level, alone or as a
+    value of a top-level dict, mapping or tuple (a registry)."""
+    def frozen(v: Any) -> bool:
+        return dataclasses.is_dataclass(v) and not isinstance(v, type) and \
+            type(v).__dataclass_params__.frozen  # type: ignore[attr-defined]
+    for name, val in vars(module).items():
+        where = f"{module.__name__}.{name}"
+        if frozen(val):
+            yield where, val
+        elif isinstance(val, (dict, MappingProxyType)):
+            yield from ((f"{where}[{k!r}]", v) for k, v in val.items() if frozen(v))
+        elif isinstance(val, tuple):
+            yield from ((f"{where}[{i}]", v) for i, v in enumerate(val) if frozen(v))
+
+
+def _editable_rows(modules: Iterable[ModuleType]) -> list[str]:
+    return sorted({bad for m in modules for where, row in _rows(m)
+                   for bad in _editable(row, where, set())})
+
+
+def _package_modules() -> list[ModuleType]:
+    import ampref
+    return [importlib.import_module(m.name)
+            for m in pkgutil.walk_packages(ampref.__path__, "ampref.")
+            if not m.name.endswith("__main__")
+            and (TORCH or not m.name.startswith("ampref.torch"))]
+
+
+@pytest.mark.clause("API-ARC-002")
+def test_registry_rows_cannot_be_edited_in_place_at_any_depth() -> None:
+    """API-ARC-002. Inputs: every module of the package (the torch bridge where torch is
+    installed); each frozen dataclass they hold at top level or in a top-level dict,
+    mapping or tuple. Expected: no field of such a row, at any depth, is a list, dict,
+    set, bytearray or writeable array (a frozen row whose dict can be edited would let
+    one caller change a profile or GPU for every other). Pass: the list is empty."""
+    assert _editable_rows(_package_modules()) == []
+
+
+@pytest.mark.clause("API-ARC-002")
+def test_the_row_scanner_finds_a_dict_a_nested_list_and_a_writeable_array() -> None:
+    """API-ARC-002. Inputs: a module holding a registry of frozen rows: one with a dict
+    field, one with a tuple holding a list, one with a writeable array, one with a
+    read-only mapping, a read-only array and a tuple of ints. Expected: exactly the first
+    three reported, by path. Pass: the exact list."""
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Row:
+        v: Any
+
+    ro = np.zeros(2)
+    ro.flags.writeable = False
+    m = ModuleType("m")
+    m.REG = {"d": Row(v={"a": 1}), "l": Row(v=(1, [2])),  # type: ignore[attr-defined]
+             "w": Row(v=np.zeros(2)), "ok": Row(v=(MappingProxyType({"a": 1}), ro, (1, 2)))}
+    assert _editable_rows([m]) == ["m.REG['d']['v'] is a dict",
+                                   "m.REG['l']['v'][1] is a list",
+                                   "m.REG['w']['v'] is a writeable array"]

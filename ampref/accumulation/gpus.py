@@ -9,7 +9,9 @@ or :data:`MMASIM_RULES` (MMA-Sim's conventions, Xie et al. 2025), or any mix.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from ampref.formats.table import Encoding, Format, get_format
 
@@ -114,7 +116,7 @@ class TensorCoreGPU:
     name: str
     #: input family -> parameters; families: "16bit" (fp16, bf16), "tf32", "fp8" (on
     #: Blackwell kind::f8f6f4: FP8, FP6 and FP4 elements), "fp64" (DMMA)
-    paths: dict[str, Path] = field(default_factory=dict)
+    paths: Mapping[str, Path] = field(default_factory=dict)
     #: minimum alignment exponent L for fp32 / fp16 output (None: no limit)
     min_exp_fp32: int | None = None
     min_exp_fp16: int | None = None
@@ -122,6 +124,10 @@ class TensorCoreGPU:
     inputs: tuple[str, ...] = ()
     #: where the parameters come from
     source: str = ""
+
+    def __post_init__(self) -> None:
+        # a frozen row whose dict can still be edited is not frozen: keep a read-only copy
+        object.__setattr__(self, "paths", MappingProxyType(dict(self.paths)))
 
 
 _FP8 = ("float8_e4m3fn", "float8_e5m2")

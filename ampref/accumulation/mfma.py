@@ -27,7 +27,9 @@ infinity of its sign in the fused step (both signs: NaN).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -62,8 +64,12 @@ class MatrixCoreGPU:
 
     name: str
     arch: str
-    paths: dict[str, MFMAPath] = field(default_factory=dict)
+    paths: Mapping[str, MFMAPath] = field(default_factory=dict)
     source: str = "MMA-Sim (arXiv 2511.10909), simulator/amd.py; no hardware rows here"
+
+    def __post_init__(self) -> None:
+        # a frozen row whose dict can still be edited is not frozen: keep a read-only copy
+        object.__setattr__(self, "paths", MappingProxyType(dict(self.paths)))
 
 
 _FMA = MFMAPath(op="fma")

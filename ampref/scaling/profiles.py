@@ -6,7 +6,9 @@ Adding a framework is adding a row.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from .machine import ScalerConfig
 
@@ -19,8 +21,12 @@ class Profile:
 
     name: str
     config: ScalerConfig
-    fixed: dict[str, str] = field(default_factory=dict)
+    fixed: Mapping[str, str] = field(default_factory=dict)
     source: str = ""
+
+    def __post_init__(self) -> None:
+        # a frozen row whose dict can still be edited is not frozen: keep a read-only copy
+        object.__setattr__(self, "fixed", MappingProxyType(dict(self.fixed)))
 
 
 _NO_HYST = "has no hysteresis"
