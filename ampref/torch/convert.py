@@ -18,8 +18,9 @@ from ampref.engine.tensor import Tensor as EngineTensor
 from ampref.formats.cast import encode, quantize
 from ampref.formats.table import Format, get_format
 
-__all__ = ["FLOAT_DTYPES", "KERNEL_META", "dtype_steps", "engine", "format_of", "from_numpy",
-           "is_float", "meta", "on_zeros", "to_numpy", "to_torch"]
+__all__ = ["ELEMENTWISE_BACKWARDS", "FLOAT_DTYPES", "KERNEL_META", "dtype_steps", "engine",
+           "format_of", "from_numpy", "is_float", "kernel_meta", "meta", "on_zeros",
+           "to_numpy", "to_torch"]
 
 #: torch's floating dtypes by the ampref format of the same values
 FLOAT_DTYPES: dict[torch.dtype, str] = {
@@ -122,10 +123,15 @@ def engine(t: Any, requires_grad: bool = False) -> Any:
 #: channels-last input's layout (meta: contiguous); batch norm in eval mode returns
 #: empty saved statistics (meta: one per channel), and its backward gives a contiguous
 #: gradient for a channels-last input in 16-bit (meta: channels-last); the grouped GEMM
-#: accepts float32 operands (meta: CUDA's bfloat16-only rule refuses them). For these the
-#: metadata come from torch's kernel run on zeros (:func:`on_zeros`).
+#: accepts float32 operands (meta: CUDA's bfloat16-only rule refuses them); layer norm of
+#: a 16-bit input with 16-bit or no affine parameters saves its mean and rstd in the
+#: input's dtype (meta: float32), and its backward gives the input gradient the input's
+#: layout (meta: the incoming gradient's, which differs where the output was used
+#: transposed, as EfficientViM does). For these the metadata come from torch's kernel run
+#: on zeros (:func:`on_zeros`).
 KERNEL_META = frozenset({
     "convolution", "convolution_backward", "native_group_norm",
+    "native_layer_norm", "native_layer_norm_backward",
     "native_group_norm_backward", "native_batch_norm", "native_batch_norm_backward",
     "_grouped_mm",
     "reflection_pad1d_backward", "reflection_pad2d_backward", "reflection_pad3d_backward",
@@ -146,11 +152,75 @@ def meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return _cached("meta", func, args, kwargs, _meta)
 
 
+def kernel_meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """What torch's CPU kernel returns for ``func`` (dtypes, shapes, strides). For the
+    elementwise ops (torch's ``pointwise`` tag and :data:`ELEMENTWISE_BACKWARDS`) that
+    neither write into their arguments, nor draw random numbers, nor have an output
+    shape that depends on values (torch's schema and tags say which): the kernel run on
+    zeros (:func:`on_zeros`), where it accepts them and its shapes agree with
+    :func:`meta`'s; for every other op :func:`meta`. The meta device's strides differ
+    from the CPU kernel's for these ops once operands have mixed layouts (``pow`` of a
+    scalar by a transposed tensor, a floor division by a 0-d tensor, activation and
+    loss backwards with the gradient and the input in different layouts). Only
+    elementwise kernels run on made-up operands: a kernel that reads state a forward
+    left (oneDNN's RNN backward and its workspace) crashes the process on zeros."""
+    out = meta(func, args, kwargs)
+    name = getattr(getattr(func, "overloadpacket", None), "__name__", None)
+    if name in KERNEL_META or not _pure(func) or not (
+            name in ELEMENTWISE_BACKWARDS or any(t.name == "pointwise" for t in func.tags)):
+        return out
+    ran = _cached("kernel", func, args, kwargs, _kernel_or_none)
+    return out if ran is None or _shapes(ran) != _shapes(out) else ran
+
+
+#: elementwise ops without torch's ``pointwise`` tag whose layout :func:`kernel_meta`
+#: reads from the kernel: the activation, loss and softmax backwards and the other
+#: TensorIterator kernels among the ops ampref emulates (a survey of torch 2.13's OpInfo
+#: samples and of mixed-layout calls found meta's strides differing for
+#: floor_divide, log_sigmoid_forward, _log_softmax_backward_data, huber_loss_backward,
+#: mse_loss_backward, glu_backward and the hardswish, hardsigmoid, hardtanh, elu and
+#: softplus backwards; the rest of each family is listed with them; the ones torch tags
+#: ``pointwise``, such as gelu_backward and threshold_backward, need no entry)
+ELEMENTWISE_BACKWARDS = frozenset({
+    "floor_divide", "log_sigmoid_forward", "log_sigmoid_backward",
+    "_softmax_backward_data", "_log_softmax_backward_data",
+    "huber_loss_backward", "mse_loss_backward", "smooth_l1_loss_backward",
+    "binary_cross_entropy_backward", "soft_margin_loss_backward", "glu_backward",
+    "hardswish_backward", "hardsigmoid_backward", "hardtanh_backward", "elu_backward",
+    "softplus_backward", "softshrink_backward", "hardshrink_backward",
+    "leaky_relu_backward", "mish_backward", "rrelu_with_noise_backward",
+})
+
+#: tags of ops whose kernel run on zeros would draw random numbers (moving torch's
+#: generator) or give shapes that hold only for zeros
+_IMPURE_TAGS = frozenset({"nondeterministic_seeded", "dynamic_output_shape",
+                          "data_dependent_output", "inplace_view"})
+
+
+def _pure(func: Any) -> bool:
+    schema = getattr(func, "_schema", None)
+    return schema is not None and hasattr(func, "overloadpacket") and \
+        not schema.is_mutable and not any(t.name in _IMPURE_TAGS for t in func.tags)
+
+
+def _kernel_or_none(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    try:
+        return _zeros(func, args, kwargs)
+    except Exception:  # noqa: BLE001 - a kernel that refuses zeros (a factorisation)
+        return None
+
+
+def _shapes(out: Any) -> Any:
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    return [tuple(o.shape) if isinstance(o, torch.Tensor) else None for o in outs]
+
+
 def on_zeros(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The metadata of what torch's own kernel returns for ``func`` on zero-valued
-    tensors of the arguments' shapes, strides, dtypes and devices, as meta tensors: the
-    layout and dtypes the kernel picks where its meta kernel picks others. Cached as
-    :func:`meta` is; only for ops without side effects or random draws."""
+    floating tensors (integer and boolean ones as given) of the arguments' shapes,
+    strides, dtypes and devices, as meta tensors: the layout and dtypes the kernel picks
+    where its meta kernel picks others. Cached as :func:`meta` is; only for ops without
+    side effects or random draws."""
     return _cached("zeros", func, args, kwargs, _zeros)
 
 
@@ -170,9 +240,14 @@ def _cached(kind: str, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
 
 def _zeros(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     def zeros(a: Any) -> Any:
-        if isinstance(a, torch.Tensor):
+        # floating operands become zeros; integer and boolean ones (indices, offsets,
+        # lengths, masks) keep their values: a kernel may index memory with them
+        # unchecked, and zero offsets or lengths are not always valid
+        if isinstance(a, torch.Tensor) and (a.dtype.is_floating_point or a.dtype.is_complex):
             return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype,
                                        device=a.device).zero_()
+        if isinstance(a, torch.Tensor):  # read, not written: the op writes no argument
+            return a
         if isinstance(a, (list, tuple)):
             return type(a)(zeros(x) for x in a)
         return a

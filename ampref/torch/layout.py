@@ -5,10 +5,11 @@ attention kernel returns a permuted output). Code after the op can depend on the
 (``linear`` takes another path for a non-contiguous input; ``view`` refuses one), so an
 emulated output is given torch's strides (``specs/torch.md`` TRC-EMU-005).
 
-torch's strides come from the op on the meta device (:func:`ampref.torch.convert.meta`,
-cached per call signature; for the ops whose meta kernel picks another layout than
-torch's CPU kernel, :data:`~ampref.torch.convert.KERNEL_META`, from torch's kernel run
-once per signature on zeros).
+torch's strides come from torch's own CPU kernel run once per call signature on zeros
+(:func:`ampref.torch.convert.kernel_meta`: the meta device's strides differ from the CPU
+kernel's for many ops with operands of mixed layouts), and from the meta device for the
+ops that kernel run must not repeat (random draws, writes into arguments, shapes that
+depend on values).
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from typing import Any
 
 import torch
 
-from .convert import meta
+from .convert import kernel_meta
 
 __all__ = ["match_layout"]
 
 def _expected(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     try:
-        out = meta(func, args, kwargs)
+        out = kernel_meta(func, args, kwargs)
     except Exception:  # noqa: BLE001 - ops without a meta kernel keep ampref's layout
         return None
     outs = out if isinstance(out, (list, tuple)) else [out]

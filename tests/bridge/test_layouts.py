@@ -72,6 +72,30 @@ CALLS: dict[str, Callable[[], Any]] = {
     "batch norm bfloat16 of a transposed view, float32 affine": lambda: fn.batch_norm(
         _w(2, 16, 8, dtype=torch.bfloat16).transpose(1, 2).view(2, 8, 4, 4),
         torch.zeros(8), torch.ones(8), _w(8), _w(8), training=True).contiguous(),
+    "layer norm whose gradient arrives transposed": lambda: fn.layer_norm(
+        _w(2, 3, 4, 5), [5], _w(5), _w(5)).transpose(1, 3).contiguous(),
+    "layer norm bfloat16 over two dims, gradient permuted": lambda: fn.layer_norm(
+        _w(2, 3, 4, 5, dtype=torch.bfloat16), [4, 5], _w(4, 5, dtype=torch.bfloat16),
+        None).permute(0, 3, 1, 2),
+    "a scalar to the power of a transposed tensor": lambda: torch.pow(2, _w(5, 4).t()),
+    "hardswish of channels-last, its gradient contiguous": lambda: fn.hardswish(
+        _cl(2, 3, 4, 5)).contiguous(),
+    "elu of channels-last, its gradient contiguous": lambda: fn.elu(_cl(2, 3, 4, 5)).contiguous(),
+    "softplus bfloat16 of channels-last, gradient contiguous": lambda: fn.softplus(
+        _cl(2, 3, 4, 5, dtype=torch.bfloat16)).contiguous(),
+    "hardtanh of channels-last, its gradient contiguous": lambda: fn.hardtanh(
+        _cl(2, 3, 4, 5)).contiguous(),
+    "log_softmax whose gradient arrives transposed": lambda: fn.log_softmax(
+        _w(2, 3), 1).t().contiguous(),
+    "mse loss of channels-last against contiguous": lambda: fn.mse_loss(
+        _cl(2, 3, 4, 5), _w(2, 3, 4, 5).detach(), reduction="none").contiguous(),
+    "floor division of a transposed tensor by a 0-d tensor": lambda: torch.div(
+        _w(5, 4).t(), torch.tensor(3.0), rounding_mode="floor"),
+    "log-sigmoid of a transposed tensor": lambda: fn.logsigmoid(_w(5, 4).t()),
+    "glu of channels-last, its gradient contiguous": lambda: fn.glu(
+        _cl(2, 4, 4, 5), dim=1).contiguous(),
+    "huber loss of channels-last, its gradient contiguous": lambda: fn.huber_loss(
+        _cl(2, 3, 4, 5), _w(2, 3, 4, 5).detach(), reduction="none").contiguous(),
     "batch norm in eval mode": lambda: fn.batch_norm(
         _w(2, 8, 4, 4), torch.zeros(8), torch.ones(8), _w(8), _w(8), training=False),
 }
@@ -93,7 +117,11 @@ def test_every_output_has_the_cpu_kernels_strides_dtype_and_shape(name: str) -> 
     """Inputs: the call (channels-last convolutions forward and backward in float32 and
     bfloat16, depthwise and transposed, 3-d; padding backwards; group norm without
     affine parameters and with float32 ones on bfloat16; batch norm of a bfloat16
-    transposed view, as LeViT's attention output; eval batch norm), squares
+    transposed view, as LeViT's attention output; eval batch norm; layer norm whose
+    output is used transposed, as EfficientViM's, so that its gradient arrives
+    permuted; activation and loss backwards whose gradient and input differ in layout,
+    log_softmax's gradient arriving transposed, a scalar to a transposed power: ops
+    whose meta kernel's strides are not the CPU kernel's), squares
     summed, backward; logged op by op under emulate(fallback='error') and natively.
     Expected: the same ops with outputs of the same shapes, strides and dtypes (for
     example group norm's saved statistics float32, eval batch norm's empty).
@@ -120,3 +148,21 @@ def test_a_view_of_a_permuted_channels_last_convolution_works_as_in_torch() -> N
         torch.nn.functional.linear(rows, torch.ones(2, 4))
     assert torch.equal(rows.view(torch.int32), y.permute(0, 2, 3, 1).reshape(-1, 4).view(
         torch.int32))
+
+
+@pytest.mark.clause("TRC-EMU-005")
+def test_every_listed_elementwise_backward_is_an_emulated_aten_op_torch_does_not_tag() -> None:
+    """Input: ``ELEMENTWISE_BACKWARDS``. Expected: each name an aten op that ampref
+    emulates (a handler), pure (writes no argument, draws no random number), and not
+    tagged ``pointwise`` by torch (those are read from the kernel without an entry).
+    Pass: no name fails."""
+    from ampref.torch.base import HANDLERS
+    from ampref.torch.convert import ELEMENTWISE_BACKWARDS
+    bad = []
+    for name in sorted(ELEMENTWISE_BACKWARDS):
+        op = getattr(torch.ops.aten, name).default
+        tags = {t.name for t in op.tags}
+        if name not in HANDLERS or op._schema.is_mutable or "pointwise" in tags \
+                or "nondeterministic_seeded" in tags:
+            bad.append(name)
+    assert bad == []
