@@ -70,6 +70,24 @@ def test_split_without_dim_splits_the_first_dim_as_torch() -> None:
 
 
 @pytest.mark.clause("ENG-MTH-001")
+def test_split_into_pieces_of_one_is_allowed_and_zero_is_refused() -> None:
+    """Inputs: a 3 x 2 tensor split(1) and split(1, dim=1); split(0). Expected: torch's
+    pieces (three 1 x 2 rows; two 3 x 1 columns) with equal values; ValueError naming 0
+    where torch raises. Pass: shapes, bit patterns, the errors."""
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for args in ((1,), (1, 1)):
+        got = ampref.tensor(x).split(*args)
+        want = torch.from_numpy(x).split(*args)
+        assert [p.shape for p in got] == [tuple(p.shape) for p in want]
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_bitwise_equal(g.numpy(), w.numpy(), msg=f"piece {i} of split{args}")
+    with pytest.raises(RuntimeError):
+        torch.from_numpy(x).split(0)
+    with pytest.raises(ValueError, match="got 0"):
+        ampref.tensor(x).split(0)
+
+
+@pytest.mark.clause("ENG-MTH-001")
 def test_chunk_into_one_piece_is_the_whole_tensor_and_zero_chunks_are_refused() -> None:
     """Inputs: a 4 x 6 tensor chunk(1), chunk(4, dim=1), chunk(0). Expected: torch's
     pieces (one 4 x 6 piece; four of widths 2, 2, 2) with equal values; ValueError
