@@ -547,3 +547,26 @@ def test_quantize_start_offsets_the_stochastic_words_and_refuses_bad_values(
     for bad in bad_starts:
         with pytest.raises(ValueError, match="start must be an int >= 0"):
             emulated.quantize(dx, "bf16", "stochastic", seed=9, start=bad)
+
+
+@pytest.mark.clause("BKD-SCL-001", "SCL-OBJ-003")
+@pytest.mark.parametrize("host_found", [False, True])
+def test_an_overflow_found_on_the_host_joins_the_device_row_of_the_same_step(
+        emulated: DeviceBackend, host_found: bool) -> None:
+    """Inputs: a torch-profile scaler at 65536; optimizer "a"'s finite gradients
+    unscaled on the device (strict stand-in, host-built kernels), optimizer "b"'s
+    gradient unscaled on the host, with an inf planted or not; then update(). Expected:
+    as a scaler that unscales both on the host: with the inf, the step is skipped and
+    the scale backs off to 32768 (SCL-OBJ-003: one backoff per step); without, the
+    step applies and the scale stays. Pass: update()'s answer and the scale's bits."""
+    grads = np.array([1.0, -2.0, 0.5], np.float32)
+    other = np.array([3.0, np.inf if host_found else 4.0], np.float32)
+    dev, ref = LossScaler(init_scale=65536.0), LossScaler(init_scale=65536.0)
+    dev.unscale_on_device([emulated.asarray(grads.copy())], emulated, optimizer="a")
+    dev.unscale(other.copy(), optimizer="b")
+    ref.unscale(grads.copy(), optimizer="a")
+    ref.unscale(other.copy(), optimizer="b")
+    applied, want = dev.update(), ref.update()
+    assert applied == want == (not host_found)
+    assert float(dev.scale).hex() == float(ref.scale).hex() == float(
+        32768.0 if host_found else 65536.0).hex()

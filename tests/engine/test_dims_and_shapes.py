@@ -30,6 +30,20 @@ def test_an_empty_dim_list_reduces_every_dim_as_torch_does(op: str, dim: object)
         assert_bitwise_equal(got.numpy(), want, msg=f"{op} dim={dim} keepdim={keep}")
 
 
+@pytest.mark.clause("ENG-RED-001")
+@pytest.mark.parametrize("dim", [None, [], ()])
+def test_the_mean_of_a_0_d_tensor_is_its_value_as_torch(dim: object) -> None:
+    """Inputs: 0-d float32 tensors 3, -0.0 and 2^-149 (the smallest subnormal), mean with
+    dim None, [] and (). Expected: torch's 0-d result, the value itself (one element:
+    divided by 1), -0.0 keeping its sign. Pass: bit patterns."""
+    for v in (3.0, -0.0, 2.0**-149):
+        x = np.float32(v)
+        got = F.mean(ampref.tensor(x), dim)
+        t = torch.tensor(x)
+        want = (t.mean() if dim is None else t.mean(dim=dim)).numpy()  # type: ignore[arg-type]
+        assert_bitwise_equal(got.numpy(), want, msg=f"mean of 0-d {v} dim={dim}")
+
+
 @pytest.mark.clause("ENG-MTH-001", "API-ERR-001")
 @pytest.mark.parametrize("shape", [(2, 3, -2), (-3, 4), (2, -1, -1)])
 def test_reshape_refuses_what_torch_refuses_naming_the_shape(shape: tuple[int, ...]) -> None:
