@@ -44,6 +44,27 @@ def test_the_mean_of_a_0_d_tensor_is_its_value_as_torch(dim: object) -> None:
         assert_bitwise_equal(got.numpy(), want, msg=f"mean of 0-d {v} dim={dim}")
 
 
+@pytest.mark.clause("ENG-RED-001")
+@pytest.mark.parametrize("dim", [0, -1, [0], [-1]])
+@pytest.mark.parametrize("op", ["sum", "mean"])
+def test_a_0_d_tensor_takes_dim_0_and_minus_1_as_torch(op: str, dim: object) -> None:
+    """Inputs: the 0-d float32 tensor 2.5; sum and mean with dim 0, -1, [0], [-1],
+    keepdim False and True (torch wraps a 0-d tensor's dims as if it had one). Expected:
+    torch's 0-d result, 2.5. Dim 1 and -2 are refused by both, naming the dim. Pass: shape
+    and bits; the errors."""
+    x = np.float32(2.5)
+    for keep in (False, True):
+        got = getattr(F, op)(ampref.tensor(x), dim, keep)
+        want = getattr(torch.tensor(x), op)(dim, keepdim=keep).numpy()
+        assert got.shape == want.shape == ()
+        assert_bitwise_equal(got.numpy(), want, msg=f"{op} of 0-d dim={dim} keepdim={keep}")
+    for bad in (1, -2):
+        with pytest.raises(IndexError):
+            getattr(torch.tensor(x), op)(bad)
+        with pytest.raises(ValueError, match=f"dim {bad} is out of range"):
+            getattr(F, op)(ampref.tensor(x), bad)
+
+
 @pytest.mark.clause("ENG-MTH-001", "API-ERR-001")
 @pytest.mark.parametrize("shape", [(2, 3, -2), (-3, 4), (2, -1, -1)])
 def test_reshape_refuses_what_torch_refuses_naming_the_shape(shape: tuple[int, ...]) -> None:

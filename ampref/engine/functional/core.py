@@ -107,17 +107,20 @@ def host_index(be: Backend, v: Any) -> np.ndarray:
 
 def dims_of(x: Tensor, dim: Any) -> tuple[int, ...]:
     """Normalised dims; each must be an int in [-ndim, ndim). None or an empty sequence
-    means every dim, as torch's reductions read ``dim=[]`` (sum, mean)."""
+    means every dim, as torch's reductions read ``dim=[]`` (sum, mean). A 0-d tensor
+    takes dim 0 and -1 as torch does (its one element is the whole reduction): its
+    normalised dims are ``()``."""
     axs = (dim,) if dim is None or isinstance(dim, (int, np.integer)) else tuple(dim)
     if dim is None or not axs:
         return tuple(range(x.ndim))
+    width = max(x.ndim, 1)  # torch wraps dims of a 0-d tensor as if it had one dim
     for ax in axs:
         if isinstance(ax, bool) or not isinstance(ax, (int, np.integer)):
             raise TypeError(f"dim must be an int or a tuple of ints, got {dim!r}")
-        if not -x.ndim <= ax < max(x.ndim, 1):
+        if not -width <= ax < width:
             raise ValueError(f"dim {ax} is out of range for a tensor of shape {x.shape} "
-                             f"(valid: {-max(x.ndim, 1)} to {max(x.ndim, 1) - 1})")
-    return tuple(int(ax) % max(x.ndim, 1) for ax in axs)
+                             f"(valid: {-width} to {width - 1})")
+    return tuple(int(ax) % width for ax in axs) if x.ndim else ()
 
 
 def one_dim(x: Tensor, dim: Any) -> int:
@@ -128,7 +131,8 @@ def one_dim(x: Tensor, dim: Any) -> int:
     """
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
         raise TypeError(f"dim must be an int, got {dim!r}")
-    return dims_of(x, dim)[0]
+    dims_of(x, dim)  # the range check
+    return int(dim) % max(x.ndim, 1)
 
 
 def expand_grad(xp: Any, g: Any, shape: tuple[int, ...], axes: tuple[int, ...],
