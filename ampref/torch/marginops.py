@@ -70,7 +70,8 @@ def _multi_margin(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]
     p, margin = int(arg(args, kw, 2, "p", 1)), arg(args, kw, 3, "margin", 1.0)
     weight, reduction = arg(args, kw, 4, "weight", None), arg(args, kw, 5, "reduction", 1)
     cf = compute_format(x)
-    xv = to_numpy(x).astype(cf).reshape(-1, x.shape[-1])
+    # a 0-d input is one sample of one class, as torch reads it
+    xv = to_numpy(x).astype(cf).reshape(-1, x.shape[-1] if x.ndim else 1)
     t = to_numpy(target).reshape(-1)
     z, live = _margin_terms(xv, t, cf(margin))
     with np.errstate(all="ignore"):
@@ -93,7 +94,7 @@ def _multi_margin_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, 
     p, margin = int(arg(args, kw, 3, "p", 1)), arg(args, kw, 4, "margin", 1.0)
     weight, reduction = arg(args, kw, 5, "weight", None), arg(args, kw, 6, "reduction", 1)
     cf = compute_format(x)
-    xv = to_numpy(x).astype(cf).reshape(-1, x.shape[-1])
+    xv = to_numpy(x).astype(cf).reshape(-1, x.shape[-1] if x.ndim else 1)
     n, dim = xv.shape
     t = to_numpy(target).reshape(-1)
     z, live = _margin_terms(xv, t, cf(margin))

@@ -55,7 +55,8 @@ def _dims(x: Any, dim: Any) -> tuple[int, ...]:
     if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
         return tuple(range(x.ndim))
     dims = dim if isinstance(dim, (list, tuple)) else (dim,)
-    return tuple(d % max(x.ndim, 1) for d in dims)
+    # a 0-d tensor takes dim 0 or -1 (torch wraps it as one dim): nothing to reduce over
+    return tuple(d % x.ndim for d in dims) if x.ndim else ()
 
 
 def _logsumexp(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:

@@ -100,8 +100,9 @@ def vector_norm(t: torch.Tensor, order: Any, out_dtype: torch.dtype, dim: Any = 
     """The ``order``-norm of ``t`` over ``dim`` (all axes when None or empty)."""
     wide = torch.float64 in (t.dtype, out_dtype)
     x = to_numpy(t).astype(np.float64 if wide else np.float32)
-    axes = tuple(range(x.ndim)) if not dim and dim != 0 else tuple(d % x.ndim for d in (
-        dim if isinstance(dim, (list, tuple)) else (dim,)))
+    # a 0-d tensor takes dim 0 or -1 (torch wraps it as one dim): its one element
+    axes = tuple(range(x.ndim)) if (not dim and dim != 0) or x.ndim == 0 else tuple(
+        d % x.ndim for d in (dim if isinstance(dim, (list, tuple)) else (dim,)))
     rest = [a for a in range(x.ndim) if a not in axes]
     rows = np.moveaxis(x, axes, tuple(range(len(rest), x.ndim))).reshape(
         (-1, math.prod(x.shape[a] for a in axes)))
