@@ -114,7 +114,15 @@ def _transposed(ctx: Any, x: Any, w: Any, b: Any, geometry: tuple[Any, ...],
     (same stride, padding, groups, dilation) with upstream x, z of the output's shape
     (TRC-NN-008)."""
     z = torch.zeros(tuple(out.shape), dtype=x.dtype)
-    (y,) = replay(lambda z_: _conv_fn(ctx, *geometry)(z_, engine(w), None), [z], [True], x)
+    conv = _conv_fn(ctx, *geometry)
+    # an output padding of at least the stride (allowed below the dilation) gives z
+    # positions whose convolution outputs lie past x's: cropped, their gradient is zero
+    keep = (slice(None), slice(None)) + tuple(slice(0, n) for n in x.shape[2:])
+
+    def cropped(z_: Any) -> Any:
+        y_ = conv(z_, engine(w), None)
+        return y_ if tuple(y_.shape) == tuple(x.shape) else F.index(y_, keep)
+    (y,) = replay(cropped, [z], [True], x)
     assert y is not None  # requested above
     if b is None:
         return as_torch(forward(lambda y_: y_, y), out.dtype)

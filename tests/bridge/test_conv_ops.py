@@ -27,7 +27,7 @@ CASES = {"k3": (3, 1, 0, 0, True), "k4 s2 p1": (4, 2, 1, 0, True),
 
 
 def _oracle(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s: int, p: int,
-            out_hw: tuple[int, int]) -> np.ndarray:
+            out_hw: tuple[int, int], d: int = 1) -> np.ndarray:
     N, Ci, H, W = x.shape
     Co, k = w.shape[1], w.shape[2]
     Ho, Wo = out_hw
@@ -39,8 +39,8 @@ def _oracle(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, s: int, p: int,
                     total = Q(0)
                     for i in range(k):  # kernel offset: the input row h with h s - p + i = oh
                         for j in range(k):
-                            h, rh = divmod(oh + p - i, s)
-                            q, rw = divmod(ow + p - j, s)
+                            h, rh = divmod(oh + p - i * d, s)
+                            q, rw = divmod(ow + p - j * d, s)
                             if rh or rw or not (0 <= h < H and 0 <= q < W):
                                 continue
                             total += r32(sum((Q(float(x[n, ci, h, q]))
@@ -69,6 +69,31 @@ def test_conv_transpose2d_is_the_engines_input_gradient_rule(name: str) -> None:
             stride=s, padding=p, output_padding=op).numpy()
     want = _oracle(x, w, b, s, p, y.shape[-2:])
     assert_bitwise_equal(y, want.astype(np.float32), msg=f"{name}: ")
+
+
+@pytest.mark.clause("TRC-NN-008")
+@pytest.mark.parametrize("stride,dilation,output_padding", [(2, 3, 2), (1, 3, 2), (2, 4, 3)])
+def test_an_output_padding_past_the_stride_is_the_rule_on_the_cropped_convolution(
+        stride: int, dilation: int, output_padding: int) -> None:
+    """Inputs: x (2, 3, 4, 4), weight (3, 2, 3, 3), bias (2), padding 1, dilation above
+    the stride and an output padding of at least the stride (torch allows it below the
+    dilation; OpInfo's sample with stride 2, dilation 4, output padding 3 raised a
+    reshape error here). Expected: torch's output shape, and every element the rule of
+    the rational oracle with dilation: the extra rows and columns hold only the kernel
+    offsets that reach them, then the bias. Pass: shape equal to torch's; bitwise."""
+    rng = np.random.default_rng(stride * 100 + dilation * 10 + output_padding)
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(2).astype(np.float32)
+    args = dict(stride=stride, padding=1, output_padding=output_padding, dilation=dilation)
+    want_shape = torch.nn.functional.conv_transpose2d(
+        torch.tensor(x), torch.tensor(w), torch.tensor(b), **args).shape
+    with emulate(fallback="error"):
+        y = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w),
+                                                 torch.tensor(b), **args).numpy()
+    assert y.shape == tuple(want_shape)
+    want = _oracle(x, w, b, stride, 1, y.shape[-2:], dilation)
+    assert_bitwise_equal(y, want.astype(np.float32), msg=f"{args}: ")
 
 
 @pytest.mark.clause("TRC-NN-008")
