@@ -154,8 +154,12 @@ def passes_through(func: Any, name: str, handler: Any, args: tuple[Any, ...],
     ops: ``sum`` of a bool mask, as cross entropy with label smoothing counts its
     targets), whose results involve no rounding; and any op on a tensor without values:
     a meta tensor, or autograd's zero tensor (``_efficientzerotensor``, the gradient of
-    a constant branch), whose ops torch defines as the zeros they stand for."""
-    if _valueless(args, kwargs):
+    a constant branch), whose ops torch defines as the zeros they stand for; and any op
+    with a floating operand of two or more dims and no elements (an empty batch, a
+    linear layer of 0 input features): no sum of its values is formed, so the result is
+    empty or built from the other operands without a sum (linear's bias, a reduction's
+    0 or NaN, addmm's ``beta * input``, one rounding of one product as in ampref)."""
+    if _valueless(args, kwargs) or _empty_float(args, kwargs):
         return True
     if handler is None:
         # an in-place form of an op without rounding (``triu_``, ``scatter_``) is one too
@@ -163,6 +167,17 @@ def passes_through(func: Any, name: str, handler: Any, args: tuple[Any, ...],
         return exact or not _floating_output(func, args, kwargs)
     # a floating operand makes the output floating for every handled op: skip the meta call
     return not _has_float(args, kwargs) and not _floating_output(func, args, kwargs)
+
+
+def _empty_float(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a floating tensor operand (lists of tensors included) of two or more dims
+    has no elements. An empty 1-d operand is a placeholder some ops take (eval batch
+    norm's backward receives empty saved statistics), not an empty batch."""
+    for a in (*args, *kwargs.values()):
+        items = a if isinstance(a, (list, tuple)) else (a,)
+        if any(is_float(t) and t.ndim >= 2 and t.numel() == 0 for t in items):
+            return True
+    return False
 
 
 def _valueless(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
