@@ -159,10 +159,11 @@ def _samples(args: tuple[Any, ...], kw: dict[str, Any],
 
 def _ctc(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """torch's outputs (no meta kernel exists): nll (N,), log_alpha (N, T, 2 S + 1)
-    with S the padded targets' width (or the longest target), in lp's dtype."""
-    lp, targets = args[0], args[1]
+    with S the longest target length (padded targets wider than it included, as torch's
+    CPU kernel), in lp's dtype."""
+    lp = args[0]
     v, exts, lengths, _ = _samples(args, kw, 0)
-    width = targets.shape[1] if targets.ndim == 2 else max(_ints(args[3]), default=0)
+    width = max(_ints(args[3]), default=0)
     nll = np.empty(len(exts))
     alpha = np.full((len(exts), v.shape[0], 2 * width + 1), _NEG)
     for n, (ext, skip) in enumerate(exts):

@@ -149,3 +149,30 @@ def test_a_label_or_length_outside_its_range_is_a_value_error_naming_it(
     with emulate(fallback="error"), pytest.raises(ValueError, match=re.escape(named)):
         TF.ctc_loss(lp, torch.tensor(targets), torch.tensor(in_len), torch.tensor(tg_len),
                     blank=blank)
+
+
+@pytest.mark.clause("TRC-NN-011")
+def test_log_alpha_is_as_wide_as_the_longest_target_when_padded_targets_are_wider() -> None:
+    """Inputs: log-softmax scores (T 6, N 2, C 4), targets padded to width 5 holding
+    lengths 3 and 2, through aten._ctc_loss under emulate and natively. Expected:
+    torch's outputs' shapes and strides, log_alpha (2, 6, 7) = 2 * 3 + 1 (not 2 * 5 + 1);
+    inside each sample's lengths (t below its input length, s below 2 L + 1; torch leaves
+    the rest of its buffer unwritten) the same -inf positions and finite entries within
+    1e-5 of torch's (float32 recursions in another order; exact agreement is not
+    claimed for log_alpha). Pass: as stated."""
+    raw = np.random.default_rng(4).standard_normal((6, 2, 4))
+    lp = torch.tensor((raw - np.log(np.exp(raw).sum(-1, keepdims=True))).astype(np.float32))
+    tg = torch.tensor([[1, 2, 1, 0, 0], [3, 3, 0, 0, 0]])
+    call = (lp, tg, torch.tensor([6, 5]), torch.tensor([3, 2]), 0, False)
+    want = torch.ops.aten._ctc_loss.Tensor(*call)
+    with emulate(fallback="error"):
+        got = torch.ops.aten._ctc_loss.Tensor(*call)
+    assert [(tuple(t.shape), t.stride()) for t in got] == \
+        [(tuple(t.shape), t.stride()) for t in want]
+    assert tuple(got[1].shape) == (2, 6, 7)
+    for n, (t_len, l_len) in enumerate(((6, 3), (5, 2))):
+        a = got[1].numpy()[n, :t_len, :2 * l_len + 1]
+        b = want[1].numpy()[n, :t_len, :2 * l_len + 1]
+        assert np.array_equal(np.isneginf(a), np.isneginf(b)), n
+        fin = np.isfinite(b)
+        assert np.max(np.abs(a[fin] - b[fin])) <= 1e-5, n
