@@ -16,6 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .autocast import casts_per_op
 from .base import EXACT, HANDLERS, has_complex, passes_through
 from .explicit import RECOMPOSED
+from .layout import match_layout
 from .outargs import handler_for
 
 __all__ = ["decomposed", "per_tensor", "recomposed", "routed"]
@@ -72,8 +73,10 @@ def recomposed(mode: TorchDispatchMode, func: Any, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Any:
     """An op whose kernel ampref writes as the aten ops it calls
     (:data:`~ampref.torch.explicit.RECOMPOSED`: ``allclose``, ``renorm``), those parts
-    dispatched as :func:`decomposed`'s; the in-place form (``renorm_``) writes the
-    result into its tensor. ``NotImplemented`` for any other op."""
+    dispatched as :func:`decomposed`'s, the result in the layout torch's kernel gives
+    (``renorm`` of a transposed tensor is contiguous; its parts' final product keeps the
+    transpose); the in-place form (``renorm_``) writes the result into its tensor.
+    ``NotImplemented`` for any other op."""
     name = func.overloadpacket.__name__
     inplace = name.endswith("_") and name[:-1] in RECOMPOSED
     parts = RECOMPOSED.get(name[:-1] if inplace else name)
@@ -81,7 +84,7 @@ def recomposed(mode: TorchDispatchMode, func: Any, args: tuple[Any, ...],
         return NotImplemented
     with _reentered(mode), _autocast_reopened():
         out = parts(*args, **kwargs)
-    return args[0].copy_(out) if inplace else out
+    return args[0].copy_(out) if inplace else match_layout(func, args, kwargs, out)
 
 
 def _per_tensor_op(func: Any) -> Callable[..., Any] | None:

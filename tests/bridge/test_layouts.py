@@ -96,6 +96,8 @@ CALLS: dict[str, Callable[[], Any]] = {
         _cl(2, 4, 4, 5), dim=1).contiguous(),
     "huber loss of channels-last, its gradient contiguous": lambda: fn.huber_loss(
         _cl(2, 3, 4, 5), _w(2, 3, 4, 5).detach(), reduction="none").contiguous(),
+    "renorm of a reversed-layout tensor": lambda: torch.renorm(
+        _w(5, 4, 3).permute(2, 1, 0), 2, 0, 1.0),
     "batch norm in eval mode": lambda: fn.batch_norm(
         _w(2, 8, 4, 4), torch.zeros(8), torch.ones(8), _w(8), _w(8), training=False),
 }
