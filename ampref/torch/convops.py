@@ -108,6 +108,16 @@ def _conv_fn(ctx: Any, stride: Any, padding: Any, groups: int = 1,
     return grouped
 
 
+def _cropped(y: Any, shape: Any) -> Any:
+    """``y`` cut to ``shape`` in its spatial dims: with an output padding of at least the
+    stride (torch allows it below the dilation) the convolution of the transposed
+    convolution's output is longer than its input; the extra positions take no part
+    (their gradient is zero)."""
+    if tuple(y.shape) == tuple(shape):
+        return y
+    return F.index(y, (slice(None), slice(None)) + tuple(slice(0, n) for n in shape[2:]))
+
+
 def _transposed(ctx: Any, x: Any, w: Any, b: Any, geometry: tuple[Any, ...],
                 out: Any) -> Any:
     """conv_transpose(x, w) + b: the engine's input gradient of the convolution conv(z, w)
@@ -115,14 +125,7 @@ def _transposed(ctx: Any, x: Any, w: Any, b: Any, geometry: tuple[Any, ...],
     (TRC-NN-008)."""
     z = torch.zeros(tuple(out.shape), dtype=x.dtype)
     conv = _conv_fn(ctx, *geometry)
-    # an output padding of at least the stride (allowed below the dilation) gives z
-    # positions whose convolution outputs lie past x's: cropped, their gradient is zero
-    keep = (slice(None), slice(None)) + tuple(slice(0, n) for n in x.shape[2:])
-
-    def cropped(z_: Any) -> Any:
-        y_ = conv(z_, engine(w), None)
-        return y_ if tuple(y_.shape) == tuple(x.shape) else F.index(y_, keep)
-    (y,) = replay(cropped, [z], [True], x)
+    (y,) = replay(lambda z_: _cropped(conv(z_, engine(w), None), x.shape), [z], [True], x)
     assert y is not None  # requested above
     if b is None:
         return as_torch(forward(lambda y_: y_, y), out.dtype)
@@ -159,9 +162,10 @@ def _transposed_bwd(ctx: Any, g: Any, x: Any, w: Any, geometry: tuple[Any, ...],
     gradient with input g and upstream x; db = the engine's exact sum of g over all but
     channels."""
     conv = _conv_fn(ctx, *geometry)
-    dx = as_torch(forward(lambda g_, w_: conv(g_, w_, None), g, w), x.dtype) if mask[0] \
-        else None
-    dw = replay(lambda w_: conv(engine(g), w_, None), [w], [True], x)[0] if mask[1] else None
+    dx = as_torch(forward(lambda g_, w_: _cropped(conv(g_, w_, None), x.shape), g, w),
+                  x.dtype) if mask[0] else None
+    dw = replay(lambda w_: _cropped(conv(engine(g), w_, None), x.shape), [w], [True],
+                x)[0] if mask[1] else None
     axes = (0,) + tuple(range(2, g.ndim))
     db = as_torch(forward(lambda g_: F.sum(g_, axes), g), w.dtype) if has_b else None
     return dx, dw, db

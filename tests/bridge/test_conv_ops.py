@@ -96,6 +96,54 @@ def test_an_output_padding_past_the_stride_is_the_rule_on_the_cropped_convolutio
     assert_bitwise_equal(y, want.astype(np.float32), msg=f"{args}: ")
 
 
+def _taps(u: np.ndarray, n: int, h: int, q: int, i: int, j: int, s: int, p: int,
+          d: int) -> np.ndarray | None:
+    """u's channels at the output position that kernel offset (i, j) of input position
+    (h, q) reaches, or None outside u."""
+    oh, ow = h * s - p + i * d, q * s - p + j * d
+    return u[n, :, oh, ow] if 0 <= oh < u.shape[2] and 0 <= ow < u.shape[3] else None
+
+
+@pytest.mark.clause("TRC-NN-008")
+@pytest.mark.parametrize("stride,dilation,output_padding", [(2, 3, 2), (2, 4, 3)])
+def test_the_gradients_past_the_stride_are_the_cropped_convolutions(
+        stride: int, dilation: int, output_padding: int) -> None:
+    """Inputs: as the test above, backward of sum(y * u) for a seeded u of y's shape.
+    Expected: dx[n, ci, h, q] = fl32(exact sum over output channels and kernel offsets
+    of u at the reached position times w) (the dilated convolution of u, cropped to x),
+    dw[ci, co, i, j] = fl32(exact sum over n, h, q of x times u at the reached position),
+    db = fl32(exact sum of u per channel). Pass: bitwise."""
+    rng = np.random.default_rng(stride * 7 + dilation)
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    tb = torch.zeros(2, requires_grad=True)
+    with emulate(fallback="error"):
+        y = torch.nn.functional.conv_transpose2d(tx, tw, tb, stride=stride, padding=1,
+                                                 output_padding=output_padding,
+                                                 dilation=dilation)
+        u = rng.standard_normal(tuple(y.shape)).astype(np.float32)
+        (y * torch.tensor(u)).sum().backward()
+    dx, dw = np.zeros((2, 3, 4, 4), object), np.zeros((3, 2, 3, 3), object)
+    dx[...], dw[...] = Q(0), Q(0)
+    for n, h, q, i, j in np.ndindex(2, 4, 4, 3, 3):
+        t = _taps(u, n, h, q, i, j, stride, 1, dilation)
+        if t is None:
+            continue
+        for ci, co in np.ndindex(3, 2):
+            prod = Q(float(t[co])) * Q(float(w[ci, co, i, j]))
+            dx[n, ci, h, q] += prod
+            dw[ci, co, i, j] += Q(float(x[n, ci, h, q])) * Q(float(t[co]))
+    want_dx = np.array([float(r32(v)) for v in dx.ravel()], np.float32).reshape(dx.shape)
+    want_dw = np.array([float(r32(v)) for v in dw.ravel()], np.float32).reshape(dw.shape)
+    want_db = np.array([float(r32(sum((Q(float(v)) for v in u[:, c].ravel()), Q(0))))
+                        for c in range(2)], np.float32)
+    assert tx.grad is not None and tw.grad is not None and tb.grad is not None
+    assert_bitwise_equal(tx.grad.numpy(), want_dx, msg="dx: ")
+    assert_bitwise_equal(tw.grad.numpy(), want_dw, msg="dw: ")
+    assert_bitwise_equal(tb.grad.numpy(), want_db, msg="db: ")
+
+
 @pytest.mark.clause("TRC-NN-008")
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_conv_transpose2d_gradients_are_the_engines_conv2d_and_its_weight_gradient(
