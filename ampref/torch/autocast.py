@@ -140,11 +140,13 @@ class _Region:
                       args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         todo = {id(t): target for t, target in zip(flat, plan.targets, strict=True)
                 if target is not None and _eligible(t)}
-        casts: dict[int, torch.Tensor] = {}
-        for t in _cast_order(args, kwargs):
-            if id(t) in todo and id(t) not in casts:
-                casts[id(t)] = self.cast(t, todo[id(t)], plan.cacheable)
-        args, kwargs = _replace(args, casts), _replace(kwargs, casts)
+        # one cast per argument, as torch's cached_cast: a tensor passed twice (mm(x, x))
+        # is cast twice unless the weight cache serves it
+        casts: dict[tuple[Any, ...], torch.Tensor] = {}
+        for where, t in _cast_order(args, kwargs):
+            if id(t) in todo:
+                casts[where] = self.cast(t, todo[id(t)], plan.cacheable)
+        args, kwargs = _replaced(args, kwargs, casts)
         first = args[0] if args else None
         if plan.output is not None and _eligible(first):
             if name in APPEND_DTYPE:
@@ -184,14 +186,21 @@ def _with_dtype(op: Any, args: tuple[Any, ...],
     return args, kwargs
 
 
-def _cast_order(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
-    """The tensors in the order torch's autocast kernels cast them: its C++ wrappers
-    expand ``cached_cast(args)...`` as call arguments, which GCC (torch's Linux builds)
-    evaluates right to left, so the last argument is cast first; a tensor list is cast
-    front to back (TRC-AUT-004). The order fixes the autograd nodes' sequence numbers,
-    hence the order of backward ops and of gradient sums into a shared tensor."""
-    for a in reversed((*args, *kwargs.values())):
-        yield from (a if isinstance(a, (list, tuple)) else [a])
+def _cast_order(args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Each argument (its position, its value) in the order torch's autocast kernels cast
+    them: its C++ wrappers expand ``cached_cast(args)...`` as call arguments, which GCC
+    (torch's Linux builds) evaluates right to left, so the last argument is cast first;
+    a tensor list is cast front to back (TRC-AUT-004). The order fixes the autograd
+    nodes' sequence numbers, hence the order of backward ops and of gradient sums into
+    a shared tensor. A position is ``(i,)`` or ``(i, j)`` for argument i (element j of
+    a list), ``(name,)`` or ``(name, j)`` for a keyword."""
+    entries = [*enumerate(args), *kwargs.items()]
+    for key, a in reversed(entries):
+        if isinstance(a, (list, tuple)):
+            yield from (((key, j), v) for j, v in enumerate(a))
+        else:
+            yield (key,), a
 
 
 def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
@@ -202,12 +211,16 @@ def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
             yield a
 
 
-def _replace(x: Any, casts: dict[int, torch.Tensor]) -> Any:
-    if isinstance(x, dict):
-        return {k: _replace(v, casts) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return type(x)(_replace(v, casts) for v in x)
-    return casts.get(id(x), x) if isinstance(x, torch.Tensor) else x
+def _replaced(args: tuple[Any, ...], kwargs: dict[str, Any],
+              casts: dict[tuple[Any, ...], torch.Tensor]) -> tuple[tuple[Any, ...],
+                                                                   dict[str, Any]]:
+    """The call with the argument at each position of ``casts`` replaced by its cast."""
+    def one(key: Any, a: Any) -> Any:
+        if isinstance(a, (list, tuple)):
+            return type(a)(casts.get((key, j), v) for j, v in enumerate(a))
+        return casts.get((key,), a)
+    return (tuple(one(i, a) for i, a in enumerate(args)),
+            {k: one(k, v) for k, v in kwargs.items()})
 
 
 def _fall_through(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

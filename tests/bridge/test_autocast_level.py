@@ -157,3 +157,39 @@ def test_set_opt_dtype_ops_get_float32_however_their_dtype_is_left_unset(form: s
         with at.autocast("cuda", torch.float16):  # a dtype the caller gives is kept
             kept = op(*args, dtype=torch.float64)
         assert kept.dtype == torch.float64 and torch.equal(kept, op(*args, dtype=torch.float64))
+
+
+def _logged_call(call: Any, ours: bool, dtype: Any) -> list[Any]:
+    with ExitStack() as stack:
+        if ours:
+            stack.enter_context(at.emulate(fallback="error"))
+        log = stack.enter_context(OpLog())
+        with at.autocast("cpu", dtype) if ours else torch.autocast("cpu", dtype):
+            y = call()
+        y.float().sum().backward()
+    return log.ops
+
+
+@pytest.mark.clause("TRC-AUT-001", "TRC-AUT-004")
+@pytest.mark.parametrize("which", ["leaf weight", "transposed leaf", "non-leaf"])
+def test_a_tensor_passed_twice_is_cast_per_argument_unless_the_weight_cache_serves_it(
+        which: str) -> None:
+    """Inputs: torch.mm(x, x) under bf16 autocast for x a float32 leaf requiring grad
+    (torch's weight cache serves the second argument), a transposed view of one (a view:
+    not cached) and a non-leaf (x * 1). Expected: torch's op log, forward and backward:
+    one forward _to_copy to bf16 for the cached leaf, two for the others (one more, the
+    backward of y.float(), in each log; torch's cached_cast runs per
+    argument; ampref cast a repeated tensor once until 2026-11-28, found on
+    linalg.matrix_power's OpInfo sample). Pass: equal logs."""
+    def call() -> Any:
+        g = torch.Generator().manual_seed(3)
+        base = torch.randn(4, 4, generator=g)
+        x = {"leaf weight": base.requires_grad_(),
+             "transposed leaf": base.t().requires_grad_(),
+             "non-leaf": base.requires_grad_() * 1}[which]
+        return torch.mm(x, x)
+    theirs, ours = _logged_call(call, False, torch.bfloat16), \
+        _logged_call(call, True, torch.bfloat16)
+    assert ours == theirs, _first_difference(theirs, ours)
+    casts = sum(op == "_to_copy" and dt == ("torch.bfloat16",) for op, dt, _ in theirs)
+    assert casts == (1 if which == "leaf weight" else 2) + 1  # + y.float()'s backward
