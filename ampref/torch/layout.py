@@ -32,8 +32,11 @@ def _expected(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 
 def _restride(t: Any, stride: tuple[int, ...]) -> Any:
-    if not isinstance(t, torch.Tensor) or t.stride() == stride or t.numel() <= 1 or \
-            len(stride) != t.dim():
+    if not isinstance(t, torch.Tensor) or t.stride() == stride or len(stride) != t.dim():
+        return t
+    if t.numel() == 0:  # no values to copy; torch's empty outputs have its strides too
+        return torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
+    if t.numel() == 1:
         return t
     out = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
     return out.copy_(t)
@@ -44,7 +47,7 @@ def match_layout(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: 
     unchanged (a copy). In-place results (an input returned) are left as they are."""
     outs = out if isinstance(out, (list, tuple)) else [out]
     if any(o is a for o in outs if isinstance(o, torch.Tensor) for a in args) or not any(
-            isinstance(o, torch.Tensor) and o.dim() > 1 for o in outs):
+            isinstance(o, torch.Tensor) and (o.dim() > 1 or o.numel() == 0) for o in outs):
         return out
     strides = _expected(func, args, kwargs)
     if strides is None or len(strides) != len(outs):

@@ -98,6 +98,9 @@ CALLS: dict[str, Callable[[], Any]] = {
         _cl(2, 3, 4, 5), _w(2, 3, 4, 5).detach(), reduction="none").contiguous(),
     "renorm of a reversed-layout tensor": lambda: torch.renorm(
         _w(5, 4, 3).permute(2, 1, 0), 2, 0, 1.0),
+    "frexp of an empty tensor (its backward's exp2 of an empty exponent)": lambda: torch.frexp(
+        _w(1, 0, 3))[0],
+    "dot product of two empty vectors": lambda: torch.linalg.vecdot(_w(0), _w(0)),
     "batch norm in eval mode": lambda: fn.batch_norm(
         _w(2, 8, 4, 4), torch.zeros(8), torch.ones(8), _w(8), _w(8), training=False),
 }
