@@ -27,7 +27,7 @@ import torch
 from ampref.engine import functional as F
 from ampref.engine.tensor import Tensor as EngineTensor
 
-from .convert import engine, to_torch
+from .convert import engine, on_zeros, to_torch
 from .replay import as_torch, forward
 
 __all__ = ["RNN"]
@@ -70,7 +70,11 @@ def _lstm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any
     out, h, c = forward(lambda x_, wi, wh, bi, bh, h0, c0: _layer(
         x_, wi, wh, bi, bh, h0, c0, bool(reverse), ctx.accumulation),
         x, w_ih, w_hh, *biases, hx.reshape(shape[-2:]), cx.reshape(shape[-2:]))
-    workspace = torch.empty(0, dtype=torch.uint8)  # torch's backward state: unused here
+    # torch's backward state, unused by ampref's backward: as oneDNN's forward makes it
+    # (the meta kernel says 0 bytes; bfloat16 training needs some; none without
+    # training), from the forward run once per signature on zeros
+    ws = on_zeros(func, args, kw)[3]
+    workspace = None if ws is None else torch.empty(tuple(ws.shape), dtype=torch.uint8)
     return (as_torch(out, x.dtype), as_torch(h, x.dtype).reshape(shape),
             as_torch(c, x.dtype).reshape(shape), workspace)
 

@@ -101,6 +101,9 @@ CALLS: dict[str, Callable[[], Any]] = {
     "frexp of an empty tensor (its backward's exp2 of an empty exponent)": lambda: torch.frexp(
         _w(1, 0, 3))[0],
     "dot product of two empty vectors": lambda: torch.linalg.vecdot(_w(0), _w(0)),
+    "bidirectional bfloat16 LSTM (oneDNN's workspace output)": lambda: torch.nn.LSTM(
+        4, 6, batch_first=True, bidirectional=True).to(torch.bfloat16)(
+        _w(2, 5, 4, dtype=torch.bfloat16))[0],
     "batch norm in eval mode": lambda: fn.batch_norm(
         _w(2, 8, 4, 4), torch.zeros(8), torch.ones(8), _w(8), _w(8), training=False),
 }
