@@ -7,6 +7,7 @@ pooling moves values without rounding (its backward only where windows do not ov
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -72,6 +73,15 @@ def _stats(ctx: Any, x: Any, axes: tuple[int, ...], eps: float, out: Any) -> tup
     return mean, rstd
 
 
+def _defined_eps(eps: float, op: str) -> float:
+    """``eps`` where ampref's engine defines the normalisation (a finite eps >= 0); torch
+    takes any, so another is not an input error here but an op without a reference."""
+    if not (math.isfinite(eps) and eps >= 0):
+        raise NotImplementedError(f"{op} with eps={eps!r}: ampref's normalisations are "
+                                  "defined for a finite eps >= 0")
+    return eps
+
+
 def _eps_of(ctx: Any, rstd: torch.Tensor) -> float:
     eps = ctx.saved_eps.get(rstd.data_ptr())
     if eps is None:
@@ -82,6 +92,7 @@ def _eps_of(ctx: Any, rstd: torch.Tensor) -> float:
 
 def _layer_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     x, shape, w, b, eps = args
+    eps = _defined_eps(eps, "layer norm")
     out = meta(func, args, kw)
     y = forward(lambda x_, w_, b_: F.layer_norm(x_, list(shape), w_, b_, eps), x, w, b)
     mean, rstd = _stats(ctx, x, tuple(range(x.ndim - len(shape), x.ndim)), eps, out)
@@ -117,6 +128,7 @@ def _batch_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) 
     x, w, b, rm, rv, training, momentum, eps = args
     if not training:  # running statistics: torch's fused per-channel transform
         return batch_norm_eval(x, w, b, rm, rv, eps, func, args, kw)
+    eps = _defined_eps(eps, "batch norm")
     out = meta(func, args, kw)
     y = forward(lambda x_, w_, b_: _grouped(x_, w_, b_, 1, eps, True), x, w, b)
     axes = (0,) + tuple(range(2, x.ndim))
@@ -145,6 +157,7 @@ def _batch_norm_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, An
 
 def _group_norm(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     x, w, b, N, C, HxW, groups, eps = args
+    eps = _defined_eps(eps, "group norm")
     out = meta(func, args, kw)
     y = forward(lambda x_, w_, b_: _grouped(x_, w_, b_, groups, eps, False), x, w, b)
     mean, rstd = _stats(ctx, x.reshape(N, groups, -1), (2,), eps, out)

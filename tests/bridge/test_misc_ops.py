@@ -262,3 +262,24 @@ def test_mean_with_a_dtype_averages_the_values_cast_to_it() -> None:
         x64.exp()
     (row,) = mode.report.rows()
     assert row.op == "exp" and row.mismatches > 0 and 1 <= row.max_ulps <= 2, row
+
+
+@pytest.mark.clause("TRC-EMU-002")
+@pytest.mark.parametrize("op", ["layer_norm", "group_norm"])
+def test_a_negative_eps_is_refused_as_an_op_without_reference_not_a_value_error(
+        op: str) -> None:
+    """Inputs: layer and group norm of a (2, 4, 3) tensor with eps = -0.5, which torch
+    accepts (OpInfo's layer-norm samples use it; its training batch norm refuses it)
+    and ampref's engine does not define. Expected: under emulate(fallback='error')
+    UnsupportedOpError naming the eps (a ValueError from the engine before); under
+    fallback='torch' torch's own result bit for bit. Pass: both."""
+    from ampref.torch.base import UnsupportedOpError
+    x = torch.linspace(-2, 3, 24).reshape(2, 4, 3)
+    call = {"layer_norm": lambda: torch.nn.functional.layer_norm(x, [3], eps=-0.5),
+            "group_norm": lambda: torch.nn.functional.group_norm(x, 2, eps=-0.5)}[op]
+    with pytest.raises(UnsupportedOpError, match="eps=-0.5"), emulate(fallback="error"):
+        call()
+    want = call()
+    with emulate(fallback="torch"):
+        got = call()
+    assert_bitwise_equal(got.numpy(), want.numpy(), nan="bitwise", msg=op)
