@@ -1,0 +1,185 @@
+"""Check the torch bridge against torch on torch's own OpInfo samples: each sample runs
+forward and backward twice, natively and under ``ampref.torch.emulate(fallback="error")``
+(optionally both inside autocast: torch's and ampref's), logged aten op by aten op with
+every output's dtype and strides (of dimensions longer than 1). The logs must be equal
+(TRC-EMU-001, TRC-EMU-005, TRC-AUT-001). Each sample runs as given and with its floating
+operands and incoming gradients in reversed memory layout, where the meta device and
+torch's CPU kernels disagree most.
+
+Usage: ``python scripts/opinfo_survey.py [--autocast bfloat16|float16] [--out results.json]
+[NAME ...]``. The samples come from ``torch.testing._internal`` (torch's test suite, which
+needs the ``expecttest`` package; not an ampref dependency). Reports, per op, the first
+differing log entry, and errors other than ampref's refusal of an op without a
+reference (``UnsupportedOpError``). Results of a run are kept in
+``docs/bridge-models.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import ampref.torch as at
+from ampref.common.atomicio import atomic_write
+
+AUTOCAST = ("bfloat16", "float16")
+#: a sample: (op name, dtype name, a callable making (fn, input, args, kwargs) afresh)
+Sample = tuple[str, str, Callable[[], tuple[Callable[..., Any], Any, tuple[Any, ...],
+                                            dict[str, Any]]]]
+
+
+class OpLog(TorchDispatchMode):  # type: ignore[misc]
+    """Each aten op with its outputs' (dtype, strides of dimensions > 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[Any] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        self.ops.append((str(func), [
+            (str(o.dtype), [s for s, n in zip(o.stride(), o.shape, strict=True) if n > 1])
+            for o in outs if isinstance(o, torch.Tensor) and o.layout == torch.strided]))
+        return out
+
+
+def _fresh(x: Any, reverse: bool) -> Any:
+    """A new leaf of ``x``'s values (requires_grad kept); floating tensors of two or more
+    dims in reversed memory layout when ``reverse``; lists, tuples and dicts walked."""
+    if isinstance(x, torch.Tensor) and x.layout == torch.strided:
+        t = x.detach().clone()
+        if reverse and t.is_floating_point() and t.dim() >= 2:
+            back = tuple(reversed(range(t.dim())))
+            t = t.permute(back).contiguous().permute(back)
+        return t.requires_grad_(x.requires_grad)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_fresh(v, reverse) for v in x)
+    if isinstance(x, dict):
+        return {k: _fresh(v, reverse) for k, v in x.items()}
+    return x
+
+
+def _grad_like(t: torch.Tensor, reverse: bool) -> torch.Tensor:
+    return _fresh(torch.ones_like(t), reverse).detach()
+
+
+def step(make: Callable[[], Any], reverse: bool, ours: bool, autocast: str | None) -> list[Any]:
+    """The op log of one forward and backward of the sample ``make()`` gives."""
+    fn, inp, args, kwargs = make()
+    inp, args, kwargs = (_fresh(v, reverse) for v in (inp, args, kwargs))
+    torch.manual_seed(0)
+    with ExitStack() as stack:
+        if ours:
+            stack.enter_context(at.emulate(fallback="error"))
+        log = stack.enter_context(OpLog())
+        if autocast is not None:
+            dt = getattr(torch, autocast)
+            stack.enter_context(at.autocast("cpu", dt) if ours else torch.autocast("cpu", dt))
+        y = fn(inp, *args, **kwargs)
+        outs = [t for t in (y if isinstance(y, (list, tuple)) else [y])
+                if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()]
+        if outs:
+            torch.autograd.backward(outs, [_grad_like(t, reverse) for t in outs])
+    return log.ops
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One sample whose logs differ, or whose emulated run raised."""
+
+    op: str
+    dtype: str
+    layout: str
+    first: int | None = None
+    torch: Any = None
+    ampref: Any = None
+    error: str | None = None
+
+
+def compare(samples: Iterator[Sample], autocast: str | None = None) -> dict[str, Any]:
+    """Run every sample both ways; count comparisons and refusals, list findings."""
+    compared, refused, findings = 0, 0, []
+    for op, dtype, make in samples:
+        for layout in ("given", "reversed"):
+            try:
+                theirs = step(make, layout == "reversed", False, autocast)
+            except Exception:  # noqa: BLE001 - a sample torch itself refuses is skipped
+                continue
+            try:
+                ours = step(make, layout == "reversed", True, autocast)
+            except Exception as e:  # noqa: BLE001 - the outcome is the record
+                if type(e).__name__ == "UnsupportedOpError":
+                    refused += 1
+                else:
+                    findings.append(Finding(op=op, dtype=dtype, layout=layout,
+                                            error=f"{type(e).__name__}: {e}"[:300]))
+                continue
+            compared += 1
+            if ours != theirs:
+                i = next((k for k, (a, b) in enumerate(zip(theirs, ours, strict=False))
+                          if a != b), min(len(theirs), len(ours)))
+                findings.append(Finding(op=op, dtype=dtype, layout=layout, first=i,
+                                        torch=theirs[i] if i < len(theirs) else None,
+                                        ampref=ours[i] if i < len(ours) else None))
+    return {"compared": compared, "refused": refused, "findings": findings}
+
+
+def _maker(info: Any, sample: Any) -> Callable[[], tuple[Callable[..., Any], Any,
+                                                         tuple[Any, ...], dict[str, Any]]]:
+    return lambda: (info, sample.input, tuple(sample.args), dict(sample.kwargs))
+
+
+def opinfo_samples(names: list[str], per_op: int = 3) -> Iterator[Sample]:
+    """The first ``per_op`` OpInfo samples of each op (all ops when ``names`` is empty)
+    in float32 and bfloat16, where the op supports them on the CPU."""
+    from torch.testing._internal.common_methods_invocations import op_db
+    for info in op_db:
+        if names and info.name not in names:
+            continue
+        for dtype in (torch.float32, torch.bfloat16):
+            if dtype not in info.supported_dtypes("cpu"):
+                continue
+            try:
+                got = list(info.sample_inputs("cpu", dtype, requires_grad=info.supports_autograd))
+            except Exception:  # noqa: BLE001 - an op whose samples cannot be made here
+                continue
+            for s in got[:per_op]:
+                yield info.name, str(dtype), _maker(info, s)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="OpInfo op names (default: all)")
+    parser.add_argument("--autocast", help=f"run both sides in CPU autocast: {AUTOCAST}")
+    parser.add_argument("--out", help="write the results as JSON here")
+    opts = parser.parse_args(argv)
+    if opts.autocast is not None and opts.autocast not in AUTOCAST:
+        print(f"opinfo_survey: unknown --autocast {opts.autocast!r}; choices: {AUTOCAST}",
+              file=sys.stderr)
+        return 2
+    warnings.filterwarnings("ignore")
+    result = compare(opinfo_samples(opts.names), opts.autocast)
+    for f in result["findings"]:
+        print(f"{f.op} {f.dtype} {f.layout}: " + (f.error or
+              f"op {f.first}: torch {f.torch}, ampref {f.ampref}"))
+    print(f"compared {result['compared']} runs, {result['refused']} refused (no reference), "
+          f"{len(result['findings'])} findings")
+    if opts.out:  # written whole or not at all: a failed write keeps the old file
+        rows = [f.__dict__ for f in result["findings"]]
+        atomic_write(opts.out, json.dumps({"torch": torch.__version__, "autocast": opts.autocast,
+                                           **result, "findings": rows}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

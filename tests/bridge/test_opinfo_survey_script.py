@@ -1,0 +1,84 @@
+"""``scripts/opinfo_survey.py``, the bridge against torch on torch's OpInfo samples
+(TRC-EMU-001, TRC-EMU-005, TRC-AUT-001): its comparison core, on hand-made samples (the
+OpInfo database needs torch's test-suite packages, not test dependencies here): equal
+logs where the bridge is right, the first differing op where a layout rule is planted
+wrong, errors recorded, one line and exit 2 for a bad option."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from paths import script  # noqa: E402
+
+
+def _samples() -> list[Any]:
+    fn = torch.nn.functional
+
+    def hardswish() -> Any:
+        x = torch.linspace(-4, 4, 60).reshape(3, 4, 5).requires_grad_()
+        return (lambda t: fn.hardswish(t).permute(2, 1, 0)), x, (), {}
+
+    def mm_twice() -> Any:
+        x = torch.linspace(-1, 1, 16).reshape(4, 4).requires_grad_()
+        return torch.mm, x, (x,), {}
+    return [("hardswish", "torch.float32", hardswish), ("mm", "torch.float32", mm_twice)]
+
+
+@pytest.mark.clause("TRC-EMU-005", "TRC-AUT-001")
+def test_right_rules_give_no_finding_and_a_planted_layout_rule_is_found(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs: hardswish with its output returned permuted and mm(x, x), given and
+    reversed, plain and under bf16 autocast. Expected: 4 runs each compared, no finding;
+    with hardswish_backward taken out of ELEMENTWISE_BACKWARDS (a planted bug: meta's
+    layout again) a finding at hardswish_backward where the input is reversed and its
+    gradient arrives contiguous (ones_like keeps the permuted output's layout, so the
+    given run's layouts agree). Pass: as stated."""
+    mod = script("opinfo_survey")
+    for autocast in (None, "bfloat16"):
+        got = mod.compare(iter(_samples()), autocast)
+        assert (got["compared"], got["findings"]) == (4, []), got
+    import ampref.torch.convert as convert
+    monkeypatch.setattr(convert, "ELEMENTWISE_BACKWARDS",
+                        convert.ELEMENTWISE_BACKWARDS - {"hardswish_backward"})
+    convert._META.clear()  # the kernel's layouts were cached per call signature
+    found = mod.compare(iter(_samples()[:1]))["findings"]
+    assert [(f.op, f.layout) for f in found] == [("hardswish", "reversed")]
+    assert "hardswish_backward" in found[0].torch[0]
+
+
+@pytest.mark.clause("TRC-EMU-001")
+def test_an_error_under_emulate_is_a_finding_and_a_refusal_is_counted() -> None:
+    """Inputs: a sample whose function raises ValueError only under emulate (it reads
+    the mode), and one calling an op ampref refuses (torch.linalg.qr). Expected: the
+    first a finding with its error, the second counted as refused in both layouts.
+    Pass: as stated."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    from ampref.torch import emulate
+    mod = script("opinfo_survey")
+
+    def picky(t: Any) -> Any:
+        if any(isinstance(m, emulate) for m in _get_current_dispatch_mode_stack()):
+            raise ValueError("planted")
+        return t * 2
+
+    x = torch.ones(2, 3)
+    got = mod.compare(iter([("picky", "f32", lambda: (picky, x, (), {})),
+                            ("qr", "f32", lambda: (torch.linalg.qr, x, (), {}))]))
+    assert [(f.op, f.error) for f in got["findings"]] == [
+        ("picky", "ValueError: planted"), ("picky", "ValueError: planted")]
+    assert got["refused"] == 2
+
+
+@pytest.mark.clause("TRC-EMU-001")
+def test_an_unknown_autocast_dtype_is_one_line_and_exit_2(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Input: main with --autocast fp8. Expected: exit 2 and one line on stderr naming
+    'fp8' and the choices, before any sample is made. Pass: as stated."""
+    assert script("opinfo_survey").main(["--autocast", "fp8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'fp8'" in err[0] and "choices" in err[0]
