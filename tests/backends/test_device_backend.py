@@ -221,6 +221,10 @@ def test_device_quantize_errors_name_the_problem(emulated: DeviceBackend) -> Non
         emulated.quantize(strictxp.asarray(np.ones(3, np.float32)), "fp17")
     with pytest.raises(ValueError, match="start and count"):
         emulated.random_bits(1, -1, 5)
+    # the word index is a 64-bit counter: a range past 2^63 is refused, not wrapped
+    with pytest.raises(ValueError, match="start=9223372036854775807, count=2"):
+        emulated.random_bits(1, 2**63 - 1, 2)
+    assert emulated.random_bits(1, 2**63 - 2, 2).shape == (2,)
     with pytest.raises(ValueError, match="16-bit format"):
         emulated.encode16(strictxp.asarray(np.ones(3, np.float32)), "e4m3")
     with pytest.raises(ValueError, match="needs cuBLAS"):
