@@ -32,18 +32,20 @@ Build = Callable[[], tuple[Any, Any, Callable[[Any, Any], Any]]]
 
 
 class OpLog(TorchDispatchMode):  # type: ignore[misc]
-    """Each aten op's name and its outputs' (dtype, strides of dimensions > 1)."""
+    """Each aten op's name (``full``: with its overload) and its strided outputs' (dtype,
+    strides of dimensions > 1)."""
 
-    def __init__(self) -> None:
+    def __init__(self, full: bool = False) -> None:
         super().__init__()
         self.ops: list[Any] = []
+        self.full = full
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         outs = out if isinstance(out, (list, tuple)) else [out]
-        self.ops.append((func.overloadpacket.__name__, [
+        self.ops.append((str(func) if self.full else func.overloadpacket.__name__, [
             (str(o.dtype), [s for s, n in zip(o.stride(), o.shape, strict=True) if n > 1])
-            for o in outs if isinstance(o, torch.Tensor)]))
+            for o in outs if isinstance(o, torch.Tensor) and o.layout == torch.strided]))
         return out
 
 
@@ -123,7 +125,8 @@ def _step(build: Build, dtype: Any, ours: bool, device_type: str = "cpu",
 def check(name: str) -> dict[str, Any]:
     """One model's results: per CPU autocast dtype, the op count and the first
     differing op (None where the logs are equal); the CUDA-list run's outcome."""
-    build, row = MODELS[name], {"model": name}
+    build = MODELS[name]
+    row: dict[str, Any] = {"model": name}
     try:
         build()
     except ImportError as e:

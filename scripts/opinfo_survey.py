@@ -23,34 +23,22 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import ampref.torch as at
 from ampref.common.atomicio import atomic_write
+
+# the op log of the real-model check beside this file (the scripts are not a package)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bridge_models import OpLog  # noqa: E402
 
 AUTOCAST = ("bfloat16", "float16")
 #: a sample: (op name, dtype name, a callable making (fn, input, args, kwargs) afresh)
 Sample = tuple[str, str, Callable[[], tuple[Callable[..., Any], Any, tuple[Any, ...],
                                             dict[str, Any]]]]
-
-
-class OpLog(TorchDispatchMode):  # type: ignore[misc]
-    """Each aten op with its outputs' (dtype, strides of dimensions > 1)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[Any] = []
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        outs = out if isinstance(out, (list, tuple)) else [out]
-        self.ops.append((str(func), [
-            (str(o.dtype), [s for s, n in zip(o.stride(), o.shape, strict=True) if n > 1])
-            for o in outs if isinstance(o, torch.Tensor) and o.layout == torch.strided]))
-        return out
 
 
 def _fresh(x: Any, reverse: bool) -> Any:
@@ -81,7 +69,7 @@ def step(make: Callable[[], Any], reverse: bool, ours: bool, autocast: str | Non
     with ExitStack() as stack:
         if ours:
             stack.enter_context(at.emulate(fallback="error"))
-        log = stack.enter_context(OpLog())
+        log = stack.enter_context(OpLog(full=True))
         if autocast is not None:
             dt = getattr(torch, autocast)
             stack.enter_context(at.autocast("cpu", dt) if ours else torch.autocast("cpu", dt))

@@ -97,11 +97,7 @@ def test_split_without_dim_splits_the_first_dim_as_torch() -> None:
     pieces, along dim 0: shapes and values. Pass: equal shapes and bit patterns."""
     x = np.arange(24, dtype=np.float32).reshape(4, 6)
     for arg in (3, [1, 3]):
-        got = ampref.tensor(x).split(arg)
-        want = torch.from_numpy(x).split(arg)
-        assert [p.shape for p in got] == [tuple(p.shape) for p in want]
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            assert_bitwise_equal(g.numpy(), w.numpy(), msg=f"piece {i} of split({arg})")
+        _same_pieces(x, "split", (arg,))
 
 
 @pytest.mark.clause("ENG-MTH-001")
@@ -111,15 +107,8 @@ def test_split_into_pieces_of_one_is_allowed_and_zero_is_refused() -> None:
     where torch raises. Pass: shapes, bit patterns, the errors."""
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
     for args in ((1,), (1, 1)):
-        got = ampref.tensor(x).split(*args)
-        want = torch.from_numpy(x).split(*args)
-        assert [p.shape for p in got] == [tuple(p.shape) for p in want]
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            assert_bitwise_equal(g.numpy(), w.numpy(), msg=f"piece {i} of split{args}")
-    with pytest.raises(RuntimeError):
-        torch.from_numpy(x).split(0)
-    with pytest.raises(ValueError, match="got 0"):
-        ampref.tensor(x).split(0)
+        _same_pieces(x, "split", args)
+    _both_refuse_zero(x, "split")
 
 
 @pytest.mark.clause("ENG-MTH-001")
@@ -129,12 +118,21 @@ def test_chunk_into_one_piece_is_the_whole_tensor_and_zero_chunks_are_refused() 
     naming 0 where torch raises. Pass: shapes, bit patterns, the errors."""
     x = np.arange(24, dtype=np.float32).reshape(4, 6)
     for args in ((1,), (4, 1)):
-        got = ampref.tensor(x).chunk(*args)
-        want = torch.from_numpy(x).chunk(*args)
-        assert [p.shape for p in got] == [tuple(p.shape) for p in want]
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            assert_bitwise_equal(g.numpy(), w.numpy(), msg=f"piece {i} of chunk{args}")
+        _same_pieces(x, "chunk", args)
+    _both_refuse_zero(x, "chunk")
+
+
+def _same_pieces(x: np.ndarray, method: str, args: tuple[Any, ...]) -> None:
+    """ampref's and torch's ``x.<method>(*args)``: the same shapes and bit patterns."""
+    got = getattr(ampref.tensor(x), method)(*args)
+    want = getattr(torch.from_numpy(x), method)(*args)
+    assert [p.shape for p in got] == [tuple(p.shape) for p in want]
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert_bitwise_equal(g.numpy(), w.numpy(), msg=f"piece {i} of {method}{args}")
+
+
+def _both_refuse_zero(x: np.ndarray, method: str) -> None:
     with pytest.raises(RuntimeError):
-        torch.from_numpy(x).chunk(0)
+        getattr(torch.from_numpy(x), method)(0)
     with pytest.raises(ValueError, match="got 0"):
-        ampref.tensor(x).chunk(0)
+        getattr(ampref.tensor(x), method)(0)
