@@ -5,11 +5,11 @@ attention kernel returns a permuted output). Code after the op can depend on the
 (``linear`` takes another path for a non-contiguous input; ``view`` refuses one), so an
 emulated output is given torch's strides (``specs/torch.md`` TRC-EMU-005).
 
-torch's strides come from torch's own CPU kernel run once per call signature on zeros
-(:func:`ampref.torch.convert.kernel_meta`: the meta device's strides differ from the CPU
-kernel's for many ops with operands of mixed layouts), and from the meta device for the
-ops that kernel run must not repeat (random draws, writes into arguments, shapes that
-depend on values).
+torch's strides come from :func:`ampref.torch.convert.kernel_meta`: for elementwise ops
+(whose meta strides differ from the CPU kernel's once operands have mixed layouts) and
+the ops of :data:`~ampref.torch.convert.KERNEL_META`, torch's CPU kernel run once per call
+signature on zeros; for every other op, and for ops that write into arguments, draw
+random numbers or have value-dependent shapes, the meta device (cached likewise).
 """
 
 from __future__ import annotations
