@@ -127,11 +127,18 @@ def _maker(info: Any, sample: Any) -> Callable[[], tuple[Callable[..., Any], Any
     return lambda: (info, sample.input, tuple(sample.args), dict(sample.kwargs))
 
 
-def opinfo_samples(names: list[str], per_op: int = 3) -> Iterator[Sample]:
-    """The first ``per_op`` OpInfo samples of each op (all ops when ``names`` is empty)
-    in float32 and bfloat16, where the op supports them on the CPU."""
-    from torch.testing._internal.common_methods_invocations import op_db
-    for info in op_db:
+def unknown_names(names: list[str], db: list[Any]) -> list[str]:
+    """The requested op names no OpInfo entry of ``db`` carries (a misspelt name would
+    otherwise run nothing and read as a clean survey)."""
+    known = {info.name for info in db}
+    return [n for n in names if n not in known]
+
+
+def opinfo_samples(names: list[str], db: list[Any],
+                   per_op: int = 3) -> Iterator[Sample]:
+    """The first ``per_op`` OpInfo samples of each op of ``db`` (all ops when ``names``
+    is empty) in float32 and bfloat16, where the op supports them on the CPU."""
+    for info in db:
         if names and info.name not in names:
             continue
         for dtype in (torch.float32, torch.bfloat16):
@@ -155,8 +162,15 @@ def main(argv: list[str]) -> int:
         print(f"opinfo_survey: unknown --autocast {opts.autocast!r}; choices: {AUTOCAST}",
               file=sys.stderr)
         return 2
+    from torch.testing._internal.common_methods_invocations import op_db
+    unknown = unknown_names(opts.names, op_db)
+    if unknown:
+        print(f"opinfo_survey: unknown op name(s) {unknown}; torch {torch.__version__}'s "
+              f"OpInfo database has {len(op_db)} entries (e.g. 'add', 'nn.functional.conv2d')",
+              file=sys.stderr)
+        return 2
     warnings.filterwarnings("ignore")
-    result = compare(opinfo_samples(opts.names), opts.autocast)
+    result = compare(opinfo_samples(opts.names, op_db), opts.autocast)
     for f in result["findings"]:
         print(f"{f.op} {f.dtype} {f.layout}: " + (f.error or
               f"op {f.first}: torch {f.torch}, ampref {f.ampref}"))

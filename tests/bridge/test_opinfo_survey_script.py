@@ -82,3 +82,35 @@ def test_an_unknown_autocast_dtype_is_one_line_and_exit_2(
     assert script("opinfo_survey").main(["--autocast", "fp8"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'fp8'" in err[0] and "choices" in err[0]
+
+
+class _FakeInfo:
+    """An OpInfo stand-in: a name, CPU dtypes and samples (torch's own database needs
+    its test-suite packages, which CI does not install)."""
+
+    supports_autograd = False
+
+    def __init__(self, name: str, n: int) -> None:
+        self.name, self.n = name, n
+
+    def supported_dtypes(self, device: str) -> set[Any]:
+        return {torch.float32}
+
+    def sample_inputs(self, device: str, dtype: Any, requires_grad: bool) -> list[Any]:
+        return [type("S", (), {"input": torch.zeros(k + 1), "args": (), "kwargs": {}})()
+                for k in range(self.n)]
+
+
+@pytest.mark.clause("TRC-EMU-001")
+def test_a_misspelt_op_name_is_named_and_known_names_select_their_samples() -> None:
+    """Input: a database of ops 'add' (5 samples) and 'mul' (1); names ['add', 'ad']
+    and then ['add']. Expected: unknown_names gives ['ad'] (a misspelt name would run
+    nothing and read as a clean survey); opinfo_samples for ['add'] yields add's first 3
+    samples in float32 only, none of mul's. Pass: the exact lists."""
+    mod = script("opinfo_survey")
+    db = [_FakeInfo("add", 5), _FakeInfo("mul", 1)]
+    assert mod.unknown_names(["add", "ad"], db) == ["ad"]
+    assert mod.unknown_names([], db) == []
+    got = list(mod.opinfo_samples(["add"], db))
+    assert [(op, dt) for op, dt, _ in got] == [("add", "torch.float32")] * 3
+    assert [tuple(make()[1].shape) for _, _, make in got] == [(1,), (2,), (3,)]
