@@ -3,7 +3,9 @@
 Written from the spec, not from ``ampref.cast``: it enumerates the format's value grid
 with ``fractions.Fraction``, picks the two neighbours of the exact input, chooses one
 by the rounding rule and only then builds the code. It shares no code with the kernels
-except the format *data* (field widths) and the documented hash for stochastic bits.
+except the format *data* (field widths); the stochastic words are FMT-SR-002's recipe
+composed here from MurmurHash3's published 32-bit finaliser (``murmur_fmix32``, pinned to
+MurmurHash3's published test vectors in tests/formats/test_srhash.py).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import math
 from fractions import Fraction
 
 from ampref.formats.table import Encoding, Format
-from ampref.kernels.srhash import random_bits_scalar
 
 NAN = "nan"
 
@@ -187,8 +188,22 @@ def _last_bit(v: Fraction, fmt: Format) -> int:
     return _code_of(v, False, fmt) & 1
 
 
+def murmur_fmix32(h: int) -> int:
+    """MurmurHash3's 32-bit finaliser (Appleby, SMHasher ``MurmurHash3.cpp``, ``fmix32``),
+    written from its published shifts and multipliers on Python ints."""
+    for shift, mul in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
+        h = ((h ^ (h >> shift)) * mul) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
 def sr_bits(seed: int, index: int) -> int:
-    return random_bits_scalar(seed, index)
+    """FMT-SR-002's word for element ``index`` under ``seed`` (two 64-bit ints), built from
+    the spec's recipe: keys from the seed's halves, then two finaliser rounds over the
+    index's halves."""
+    lo32 = 0xFFFFFFFF
+    k1 = murmur_fmix32((seed & lo32) ^ 0x9E3779B9)
+    k2 = murmur_fmix32((seed >> 32) ^ 0x7F4A7C15 ^ k1)
+    return murmur_fmix32(murmur_fmix32((index & lo32) ^ k1) ^ (index >> 32) ^ k2)
 
 
 def round_value(x: Fraction, fmt: Format, rnd: str = "nearest_even") -> Fraction | float:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import oracle
 import sr_cases
 import strictxp
 from strict_kernels import StrictHostKernels
@@ -30,7 +31,6 @@ from ampref.formats.rounding import RoundingMode
 from ampref.scaling.scaler import LossScaler
 from ampref.scaling.machine import ScaleFloorError, initial_state, transition
 from ampref.scaling.profiles import PROFILES
-from ampref.kernels import srhash
 from ampref.kernels.srhash import random_bits
 from ampref.backends import hostbuild, kernelsrc
 from ampref.backends.device import DeviceBackend
@@ -180,12 +180,12 @@ def test_kernel_random_words_are_the_srhash_words(host: hostbuild.HostKernels, s
 @pytest.mark.parametrize("name", ["float16", "bfloat16", "float8_e4m3fn", "float4_e2m1fn"])
 def test_device_stochastic_rounding_flips_exactly_at_each_elements_word(
         emulated: DeviceBackend, name: str) -> None:
-    """Inputs: 300 float64 elements whose fraction is built from the element's own word
-    for seed 2024 (pure-Python hash twin): w/2^32, (w + 1)/2^32, (w + 1/2)/2^32 in turn
-    (tests/sr_cases.py), through the device backend's quantize on the host build of the
-    CUDA kernels. Expected: lo, hi, lo by exact arithmetic. Pass: bitwise equal."""
+    """Inputs: 300 float64 elements whose fraction is built from the element's own word for
+    seed 2024 (FMT-SR-002's recipe, tests/oracle.py): w/2^32, (w + 1)/2^32, (w + 1/2)/2^32
+    in turn (tests/sr_cases.py), through the device backend's quantize on the host build of
+    the CUDA kernels. Expected: lo, hi, lo by exact arithmetic. Pass: bitwise equal."""
     fmt = FORMATS[name]
-    x, want = sr_cases.seeded_cases(fmt, [srhash.random_bits_scalar(2024, i)
+    x, want = sr_cases.seeded_cases(fmt, [oracle.sr_bits(2024, i)
                                           for i in range(300)])
     got = emulated.to_numpy(emulated.quantize(strictxp.asarray(x), name, "stochastic",
                                               seed=2024))
@@ -433,7 +433,7 @@ def test_gpu_stochastic_rounding_flips_exactly_at_each_elements_word() -> None:
     be = _cupy_backend()
     for name in ("float16", "bfloat16", "float8_e4m3fn", "float4_e2m1fn"):
         fmt = FORMATS[name]
-        x, want = sr_cases.seeded_cases(fmt, [srhash.random_bits_scalar(2024, i)
+        x, want = sr_cases.seeded_cases(fmt, [oracle.sr_bits(2024, i)
                                               for i in range(300)])
         got = be.to_numpy(be.quantize(be.asarray(x), name, "stochastic", seed=2024))
         want = np.where(want == 0, 0.0, want) if not fmt.has_negative_zero else want

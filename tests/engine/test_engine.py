@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+import oracle
 from engine_cases import cases, inputs
 
 import ampref
@@ -243,14 +244,12 @@ def test_dropout_mask_is_a_function_of_seed_and_offset_only() -> None:
 
 @pytest.mark.clause("ENG-DRP-001")
 def test_dropout_keeps_an_element_whose_word_equals_the_threshold_and_drops_one_below() -> None:
-    """Inputs: 64 ones; their seed-7 words w_i (pure-Python hash twin); p = w_i / 2^32 for
-    five chosen i (smallest word, largest word, three between), and p = (w_i + 1) / 2^32.
-    Expected: element j dropped iff w_j < round(p 2^32), so with p = w_i/2^32 element i
-    is kept and with (w_i + 1)/2^32 dropped; every other element follows the same rule.
-    Also p = 1 - 2^-34 (threshold 2^32): everything dropped. Pass: masks equal."""
-    from ampref.kernels.srhash import random_bits_scalar
-
-    words = np.array([random_bits_scalar(7, i) for i in range(64)], dtype=np.uint64)
+    """Inputs: 64 ones; their seed-7 words w_i (FMT-SR-002's recipe in tests/oracle.py); p =
+    w_i / 2^32 for five chosen i (smallest word, largest word, three between), and p = (w_i
+    + 1) / 2^32. Expected: element j dropped iff w_j < round(p 2^32), so with p = w_i/2^32
+    element i is kept and with (w_i + 1)/2^32 dropped; every other element follows the same
+    rule. Also p = 1 - 2^-34 (threshold 2^32): everything dropped. Pass: masks equal."""
+    words = np.array([oracle.sr_bits(7, i) for i in range(64)], dtype=np.uint64)
     x = ampref.tensor(np.ones(64))
     order = np.argsort(words)
     for i in (order[0], order[-1], order[10], order[31], order[50]):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import oracle
 import sr_cases
 
 import ampref
@@ -17,7 +18,6 @@ from ampref.certify.verify import reference_quantize
 from ampref.formats.cast import quantize_with_words
 from ampref.formats.rounding import RoundingMode
 from ampref.kernels import compiled_available, use_kernels
-from ampref.kernels.srhash import random_bits_scalar
 
 SIGNED = ["float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
           "float6_e3m2fn", "float6_e2m3fn", "float4_e2m1fn"]
@@ -65,11 +65,11 @@ def test_the_word_equal_to_the_fraction_rounds_down_and_one_below_rounds_up(
 def test_seeded_rounding_flips_exactly_at_each_elements_own_word(name: str,
                                                                  kernels: str) -> None:
     """Inputs: seed 2024; 300 elements whose fraction is built from the element's own word
-    (the pure-Python twin of the hash, ``random_bits_scalar``): w/2^32, (w + 1)/2^32 and
+    (FMT-SR-002's recipe on MurmurHash3's finaliser, ``oracle.sr_bits``): w/2^32, (w + 1)/2^32 and
     (w + 1/2)/2^32 in turn, between the neighbour pairs in turn, through ``quantize(...,
     "stochastic", seed=2024)``. Expected: lo, hi, lo (exact). Pass: bitwise equal."""
     fmt = ampref.get_format(name)
-    words = [random_bits_scalar(2024, i) for i in range(300)]
+    words = [oracle.sr_bits(2024, i) for i in range(300)]
     x, want = sr_cases.seeded_cases(fmt, words)
     with use_kernels(kernels):
         got = ampref.quantize(x, fmt, "stochastic", seed=2024)

@@ -12,8 +12,7 @@ import pytest
 
 from ampref import encode, recipes
 from ampref.formats.table import get_format
-from ampref.kernels.srhash import random_bits_scalar
-from oracle import round_value
+from oracle import round_value, sr_bits
 
 FLT_MAX = F(int(np.finfo(np.float32).max))
 F32 = get_format("float32")
@@ -227,12 +226,12 @@ def test_stochastic_rounding_uses_one_byte_per_element_as_te() -> None:
 def test_a_seed_stands_for_the_words_from_index_zero_of_its_stream() -> None:
     """Inputs: a 4x32 matrix of values off the E2M1 grid, rounding="stochastic" with
     seed=7, and with random_bits= the words 0..31 of seed 7 drawn one by one by the
-    pure-Python generator (srhash.random_bits_scalar), and the words 1..32. Expected: the
+    spec recipe on MurmurHash3's finaliser (tests/oracle.py), and the words 1..32. Expected: the
     seeded codes equal those of words 0..31 and differ from those of words 1..32 (so the
     comparison sees a shifted stream). Pass: code arrays equal / not equal."""
     x = (np.random.default_rng(3).uniform(0.1, 5.9, (4, 32))).astype(np.float32)
     seeded = recipes.quantize(x, "nvfp4", rounding="stochastic", seed=7).codes
-    words = [np.array([random_bits_scalar(7, i) for i in range(start, start + 32)],
+    words = [np.array([sr_bits(7, i) for i in range(start, start + 32)],
                       np.uint32) for start in (0, 1)]
     at = [recipes.quantize(x, "nvfp4", rounding="stochastic", random_bits=w).codes
           for w in words]
