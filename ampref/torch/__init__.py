@@ -11,7 +11,8 @@ Imports: torch, and every ampref room up to the engine (the ops are the engine's
 from __future__ import annotations
 
 from .autocast import autocast
-from .base import EXACT, UnsupportedOpError, supported_ops
+from .base import UnsupportedOpError, supported_ops
+from .passthrough import EXACT
 from .modes import emulate
 from .shadowing import shadow
 from .report import OpRecord, Report

@@ -14,7 +14,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .autocast import casts_per_op
-from .base import EXACT, HANDLERS, has_complex, passes_through
+from .base import HANDLERS
+from .passthrough import EXACT, has_complex, passes_through
 from .explicit import RECOMPOSED
 from .layout import match_layout
 from .outargs import handler_for
