@@ -205,3 +205,28 @@ def test_mx_quantize_shapes_codes_and_errors() -> None:
         mx_quantize(np.ones(32), "e4m3", rule="round")
     with pytest.raises(ValueError, match="amax_compute_algo"):
         DelayedScaling(amax_compute_algo="mean")  # type: ignore[arg-type]
+
+
+@pytest.mark.clause("FP8-DEL-001", "REC-API-001")
+def test_delayed_quantize_multiplies_by_this_steps_scale_and_decodes_with_its_reciprocal() -> None:
+    """Inputs: a DelayedScaling state of scale 128 (history 1, amax 3.5: 448/3.5) and 64
+    float32 values of amax below 3.5, among them the e4m3 ties 1.0625/128 and 1.1875/128,
+    through ``quantize(x, "fp8_delayed", state=...)``. Expected (ml_dtypes as the
+    oracle): codes = float8_e4m3fn(fl32(x * 128)) (ties to even: 1.0 and 1.25), scales =
+    1/128, values = decode(code) / 128, and the returned state the recipe's next one
+    (scale 448 / amax(x)), while this step's codes use the old 128. Pass: codes bitwise,
+    scale and values bitwise, state scale equal."""
+    ml = pytest.importorskip("ml_dtypes")
+    r = DelayedScaling(amax_history_len=1)
+    st = r.update(r.record(r.init(), np.array([3.5], np.float32)))
+    assert st.scale == np.float32(128.0)
+    x = (np.random.default_rng(5).uniform(-3.0, 3.0, 64)).astype(np.float32)
+    x[:2] = np.float32(1.0625 / 128), np.float32(1.1875 / 128)
+    q = ampref.recipes.quantize(x, "fp8_delayed", state=st, amax_history_len=1)
+    want = (x * np.float32(128)).astype(np.float32).astype(ml.float8_e4m3fn)
+    assert q.codes.tobytes().hex() == want.view(np.uint8).tobytes().hex()
+    assert [float(v) for v in want[:2].astype(np.float32)] == [1.0, 1.25]
+    assert np.float32(q.scales).view(np.uint32) == np.float32(1 / 128).view(np.uint32)
+    dec = (want.astype(np.float32) * np.float32(1 / 128)).astype(np.float32)
+    assert q.values.view(np.uint32).tobytes().hex() == dec.view(np.uint32).tobytes().hex()
+    assert q.state.scale == np.float32(448 / np.float32(np.abs(x).max()))
