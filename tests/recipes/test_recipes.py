@@ -276,6 +276,23 @@ def test_stochastic_e2m1_rounds_up_exactly_when_the_byte_reaches_the_gap() -> No
                            f"{int(expect[bad[0]]):#x}")
 
 
+#: Transformer Engine's wgrad sign vector, transcribed from TE at commit d0067d0d
+#: (2026-08-22): transformer_engine/pytorch/custom_recipes/reference_nvfp4.py:335
+#: get_wgrad_sign_vector, equal to transformer_engine/jax/quantize/hadamard.py:8
+TE_WGRAD_SIGNS = (1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1)
+
+
+@pytest.mark.clause("REC-RHT-001")
+def test_the_sign_vector_is_transformer_engines() -> None:
+    """Inputs: ampref's SIGNS. Expected: TE's get_wgrad_sign_vector transcribed above,
+    and TE's JAX bitmask form of it (bit i set where sign i is -1:
+    get_sign_from_vector) 0xD7E8. Pass: equal (a flipped sign changes every RHT
+    output and no other test would see it: the transform's other checks use the same
+    vector on both sides)."""
+    assert recipes.hadamard.SIGNS == TE_WGRAD_SIGNS
+    assert sum(1 << i for i, v in enumerate(recipes.hadamard.SIGNS) if v == -1) == 0xD7E8
+
+
 @pytest.mark.clause("REC-RHT-001")
 def test_hadamard_is_te_signed_sylvester_and_orthogonal() -> None:
     """Inputs: the 16x16 Hadamard matrix; a 2x32 block transformed with exact accumulation;
@@ -284,7 +301,7 @@ def test_hadamard_is_te_signed_sylvester_and_orthogonal() -> None:
     all."""
     h = recipes.hadamard_matrix()
     assert np.array_equal(h @ h.T, 16 * np.eye(16))
-    assert h[:, 0].tolist() == list(recipes.hadamard.SIGNS)
+    assert h[:, 0].tolist() == list(TE_WGRAD_SIGNS)
     x = _x(8, (2, 32))
     y = recipes.rht(x, "exact")
     want = (x.astype(np.float64).reshape(-1, 16) @ (h * 0.25)).reshape(2, 32)
