@@ -74,3 +74,25 @@ def test_identify_scaler_refuses_non_callables_and_bad_parameters() -> None:
         identify_scaler([1.0])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="growth_interval"):
         identify_scaler(lambda f: [], growth_interval=0)
+
+
+@pytest.mark.clause("SCL-IDN-001")
+def test_a_scaler_that_raises_early_is_named_by_its_first_missing_update() -> None:
+    """Inputs: the textbook float32 scaler (torch's rules) cut after 50 updates, as if it
+    raised at update 51; and DeepSpeed's trajectory (which raises at its floor) continued
+    by the floor value for 3 more updates. Expected: no match for either; the first names
+    update 51 with got None and torch's value there, and update len(deepspeed) + 1 with
+    deepspeed's missing value; both print "no value (raised)". Pass: as stated."""
+    flags = scaler_battery(INIT, G)
+    short = identify_scaler(lambda f: textbook_scaler(f, init=INIT, interval=G)[:50],
+                            init_scale=INIT, growth_interval=G)
+    want = trajectory(_cfg("torch"), flags)
+    assert short.matches == () and short.closest == "torch"
+    assert short.first == (51, flags[50], None, want[50])
+    assert "gave no value (raised)" in str(short)
+    ds = trajectory(_cfg("deepspeed"), flags)
+    assert len(ds) < len(flags)  # it raises at the floor: the battery reaches it
+    longer = identify_scaler(lambda f: ds + [ds[-1]] * 3, init_scale=INIT, growth_interval=G)
+    assert longer.matches == () and longer.closest == "deepspeed"
+    assert longer.first == (len(ds) + 1, flags[len(ds)], ds[-1], None)
+    assert "that profile gives no value (raised)" in str(longer)
