@@ -134,10 +134,11 @@ def unknown_names(names: list[str], db: list[Any]) -> list[str]:
     return [n for n in names if n not in known]
 
 
-def opinfo_samples(names: list[str], db: list[Any],
-                   per_op: int = 3) -> Iterator[Sample]:
-    """The first ``per_op`` OpInfo samples of each op of ``db`` (all ops when ``names``
-    is empty) in float32 and bfloat16, where the op supports them on the CPU."""
+def opinfo_samples(names: list[str], db: list[Any], per_op: int = 3,
+                   first: int = 0) -> Iterator[Sample]:
+    """OpInfo samples ``first`` .. ``first + per_op - 1`` of each op of ``db`` (all ops
+    when ``names`` is empty) in float32 and bfloat16, where the op supports them on the
+    CPU."""
     for info in db:
         if names and info.name not in names:
             continue
@@ -148,7 +149,7 @@ def opinfo_samples(names: list[str], db: list[Any],
                 got = list(info.sample_inputs("cpu", dtype, requires_grad=info.supports_autograd))
             except Exception:  # noqa: BLE001 - an op whose samples cannot be made here
                 continue
-            for s in got[:per_op]:
+            for s in got[first:first + per_op]:
                 yield info.name, str(dtype), _maker(info, s)
 
 
@@ -157,7 +158,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("names", nargs="*", help="OpInfo op names (default: all)")
     parser.add_argument("--autocast", help=f"run both sides in CPU autocast: {AUTOCAST}")
     parser.add_argument("--out", help="write the results as JSON here")
+    parser.add_argument("--per-op", type=int, default=3, help="samples per op and dtype")
+    parser.add_argument("--first", type=int, default=0, help="index of the first sample")
     opts = parser.parse_args(argv)
+    if opts.per_op < 1 or opts.first < 0:
+        print(f"opinfo_survey: --per-op must be >= 1 and --first >= 0, got {opts.per_op} "
+              f"and {opts.first}", file=sys.stderr)
+        return 2
     if opts.autocast is not None and opts.autocast not in AUTOCAST:
         print(f"opinfo_survey: unknown --autocast {opts.autocast!r}; choices: {AUTOCAST}",
               file=sys.stderr)
@@ -170,7 +177,8 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     warnings.filterwarnings("ignore")
-    result = compare(opinfo_samples(opts.names, op_db), opts.autocast)
+    result = compare(opinfo_samples(opts.names, op_db, opts.per_op, opts.first),
+                     opts.autocast)
     for f in result["findings"]:
         print(f"{f.op} {f.dtype} {f.layout}: " + (f.error or
               f"op {f.first}: torch {f.torch}, ampref {f.ampref}"))

@@ -106,7 +106,8 @@ def test_a_misspelt_op_name_is_named_and_known_names_select_their_samples() -> N
     """Input: a database of ops 'add' (5 samples) and 'mul' (1); names ['add', 'ad']
     and then ['add']. Expected: unknown_names gives ['ad'] (a misspelt name would run
     nothing and read as a clean survey); opinfo_samples for ['add'] yields add's first 3
-    samples in float32 only, none of mul's. Pass: the exact lists."""
+    samples in float32 only, none of mul's, and from first=3 the remaining 2. Pass: the
+    exact lists."""
     mod = script("opinfo_survey")
     db = [_FakeInfo("add", 5), _FakeInfo("mul", 1)]
     assert mod.unknown_names(["add", "ad"], db) == ["ad"]
@@ -114,3 +115,16 @@ def test_a_misspelt_op_name_is_named_and_known_names_select_their_samples() -> N
     got = list(mod.opinfo_samples(["add"], db))
     assert [(op, dt) for op, dt, _ in got] == [("add", "torch.float32")] * 3
     assert [tuple(make()[1].shape) for _, _, make in got] == [(1,), (2,), (3,)]
+    later = list(mod.opinfo_samples(["add"], db, per_op=3, first=3))
+    assert [tuple(make()[1].shape) for _, _, make in later] == [(4,), (5,)]
+
+
+@pytest.mark.clause("TRC-EMU-001")
+@pytest.mark.parametrize("argv", [["--per-op", "0"], ["--first", "-1"]])
+def test_a_bad_sample_range_is_one_line_and_exit_2(argv: list[str],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Input: --per-op 0, --first -1. Expected: exit 2 and one line on stderr naming both
+    options, before torch's database is read. Pass: as stated."""
+    assert script("opinfo_survey").main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--per-op" in err[0] and "--first" in err[0]
