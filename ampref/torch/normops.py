@@ -47,7 +47,8 @@ def _safe_softmax(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]
     r = forward(lambda v: F.softmax(v, dim, dtype=None if dtype is None else format_of(dtype)),
                 x)
     vals = to_numpy(as_torch(r, out.dtype))
-    dead = np.all(to_numpy(x) == -np.inf, axis=dim, keepdims=True)
+    X = to_numpy(x).reshape(x.shape or (1,))  # a 0-d operand: one element along dim 0 / -1
+    dead = np.all(X == -np.inf, axis=dim, keepdims=True).reshape(x.shape)
     return from_numpy(np.where(dead, np.zeros_like(vals), vals), out.dtype)
 
 
@@ -55,9 +56,10 @@ def _softmax_bwd(log: bool) -> Handler:
     def handler(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
         g, y, dim, input_dtype = args
         cf = get_format("float64" if y.dtype == torch.float64 else "float32")
-        grad = (log_softmax_grad if log else softmax_grad)(NP, cf, to_numpy(g), to_numpy(y),
-                                                            dim % y.ndim)
-        return from_numpy(grad, input_dtype)
+        # a 0-d operand is one element along torch's dim 0 / -1
+        G, Y = to_numpy(g).reshape(y.shape or (1,)), to_numpy(y).reshape(y.shape or (1,))
+        grad = (log_softmax_grad if log else softmax_grad)(NP, cf, G, Y, dim % Y.ndim)
+        return from_numpy(grad.reshape(y.shape), input_dtype)
     return handler
 
 
