@@ -31,10 +31,15 @@ __all__ = ["CONVS"]
 Handler = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
-def _check_conv(stride: Any) -> None:
-    if len(stride) not in (1, 2, 3):
+def _geometry(x: Any, stride: Any, padding: Any, dilation: Any) -> tuple[tuple[int, ...], ...]:
+    """stride, padding and dilation with one entry per spatial dim of ``x`` (N, C, ...):
+    aten repeats a one-entry list over every dim (``conv3d(padding="valid")`` passes
+    padding [0])."""
+    nd = x.ndim - 2
+    if nd not in (1, 2, 3):
         raise NotImplementedError(f"ampref.torch: convolution is emulated for 1-d, 2-d and "
-                                  f"3-d inputs, got {len(stride)}-d")
+                                  f"3-d inputs, got {nd}-d")
+    return tuple(tuple(p) * nd if len(p) == 1 else tuple(p) for p in (stride, padding, dilation))
 
 
 def _dilated_fn(ctx: Any, stride: Any, padding: Any, dilation: Any) -> Callable[..., Any]:
@@ -135,7 +140,7 @@ def _transposed(ctx: Any, x: Any, w: Any, b: Any, geometry: tuple[Any, ...],
 
 def _conv(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     x, w, b, stride, padding, dilation, transposed, _, groups = args
-    _check_conv(stride)
+    stride, padding, dilation = _geometry(x, stride, padding, dilation)
     out = meta(func, args, kw)
     if transposed:
         return _transposed(ctx, x, w, b, (stride, padding, groups, dilation), out)
@@ -145,7 +150,7 @@ def _conv(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any
 
 def _conv_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     g, x, w, bias_sizes, stride, padding, dilation, transposed, _, groups, mask = args
-    _check_conv(stride)
+    stride, padding, dilation = _geometry(x, stride, padding, dilation)
     # torch passes bias_sizes [0] for a convolution without bias: no bias then
     has_b = bool(mask[2] and bias_sizes and math.prod(bias_sizes) > 0)
     if transposed:

@@ -6,6 +6,7 @@ ConvTranspose modules end to end without fallback."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from fractions import Fraction as Q
 from typing import Any
 
@@ -366,3 +367,36 @@ def test_3d_and_grouped_transposed_modules_train_emulated(which: str) -> None:
     assert float((x.grad - want_x).abs().max()) <= 2.0**-10
     assert float((module.weight.grad - want_w).abs().max()) <= 2.0**-10 * max(
         1.0, float(want_w.abs().max()))
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_one_entry_geometry_lists_stand_for_every_spatial_dim(nd: int, transposed: bool) -> None:
+    """Inputs: aten.convolution (and its backward) on an nd-d input with stride [2],
+    padding [1], dilation [1], output padding [1] or [0], each a one-entry list as
+    ``conv3d(padding="valid")`` passes them, under emulate(fallback="error"). Expected:
+    torch's output shape, and output and both gradients bitwise equal to the same call with
+    each list repeated over the nd dims (the rule the other tests check against exact
+    oracles). Pass: shapes equal, words equal."""
+    rng = np.random.default_rng(nd + 3 * transposed)
+    x = rng.standard_normal((1, 2) + (5,) * nd).astype(np.float32)
+    w = rng.standard_normal((2, 2) + (3,) * nd).astype(np.float32)
+    op = [1] if transposed else [0]
+
+    def run(lists: list[list[int]], emulated: bool) -> tuple[Any, Any, Any]:
+        tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
+        with emulate(fallback="error") if emulated else nullcontext():
+            y = torch.ops.aten.convolution(tx, tw, None, *lists, transposed,
+                                           op * len(lists[0]), 1)
+            y.backward(torch.ones_like(y))
+        return y.detach(), tx.grad, tw.grad
+
+    short = [[2], [1], [1]]
+    full = [v * nd for v in short]
+    native = run(short, False)[0]
+    got, want = run(short, True), run(full, True)
+    assert tuple(got[0].shape) == tuple(native.shape)
+    for name, a, b in zip(("y", "dx", "dw"), got, want, strict=True):
+        assert_bitwise_equal(a.numpy(), b.numpy(), msg=f"{name} {nd}-d: ")
+
