@@ -48,7 +48,8 @@ def _safe_softmax(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]
                 x)
     vals = to_numpy(as_torch(r, out.dtype))
     X = to_numpy(x).reshape(x.shape or (1,))  # a 0-d operand: one element along dim 0 / -1
-    dead = np.all(X == -np.inf, axis=dim, keepdims=True).reshape(x.shape)
+    dead = np.all(X == -np.inf, axis=dim, keepdims=True)
+    dead = dead.reshape(()) if x.ndim == 0 else dead
     return from_numpy(np.where(dead, np.zeros_like(vals), vals), out.dtype)
 
 
