@@ -258,7 +258,8 @@ def _sum_compiled(x: npt.NDArray[np.float32], axis: int | tuple[int, ...] | None
     moved = np.moveaxis(x, axes, tail)
     kept = moved.shape[:x.ndim - len(axes)]
     n = math.prod(moved.shape[len(kept):])
-    rows = frozen(moved).reshape(-1, n)
+    # explicit row count: with n = 0 (a sum over an empty axis, 0) -1 is ambiguous
+    rows = frozen(moved).reshape(math.prod(kept), n)
     with np.errstate(over="ignore", invalid="ignore"):
         # the specification's own float64 sum (same order, so the same NaN payloads)
         r = np.sum(x.astype(np.float64), axis=axes, keepdims=True)

@@ -47,6 +47,8 @@ def scatter_sum(base: Any, dst: Any, vals: Any) -> Any:
     """
     wide = np.float64 if np.asarray(base).dtype == np.float64 else np.float32
     b = np.asarray(base, wide).reshape(-1)
+    if b.size == 0:  # no destination, so no value either (torch checks the indices)
+        return b
     pos = np.concatenate([np.arange(b.size), np.asarray(dst, np.int64).reshape(-1)])
     v = np.concatenate([b, np.asarray(vals, wide).reshape(-1)])
     order = np.argsort(pos, kind="stable")  # every destination present: segments 0..n-1

@@ -91,9 +91,10 @@ def passes_through(func: Any, name: str, handler: Any, args: tuple[Any, ...],
     a meta tensor, or autograd's zero tensor (``_efficientzerotensor``, the gradient of
     a constant branch), whose ops torch defines as the zeros they stand for; and any op
     with a floating operand of two or more dims and no elements (an empty batch, a
-    linear layer of 0 input features): no sum of its values is formed, so the result is
-    empty or built from the other operands without a sum (linear's bias, a reduction's
-    0 or NaN, addmm's ``beta * input``, one rounding of one product as in ampref)."""
+    linear layer of 0 input features), or with no element in any floating operand: no
+    sum of its values is formed, so the result is empty or built from the other operands
+    without a sum (linear's bias, a reduction's 0 or NaN, addmm's ``beta * input``, one
+    rounding of one product as in ampref)."""
     if _valueless(args, kwargs) or _empty_float(args, kwargs):
         return True
     if handler is None:
@@ -106,13 +107,14 @@ def passes_through(func: Any, name: str, handler: Any, args: tuple[Any, ...],
 
 def _empty_float(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether a floating tensor operand (lists of tensors included) of two or more dims
-    has no elements. An empty 1-d operand is a placeholder some ops take (eval batch
-    norm's backward receives empty saved statistics), not an empty batch."""
-    for a in (*args, *kwargs.values()):
-        items = a if isinstance(a, (list, tuple)) else (a,)
-        if any(is_float(t) and t.ndim >= 2 and t.numel() == 0 for t in items):
-            return True
-    return False
+    has no elements, or every floating tensor operand has none (a sum, norm, softmax or
+    loss of an empty vector: 0, NaN or an empty result, no value rounded). An empty 1-d
+    operand beside non-empty ones is a placeholder some ops take (eval batch norm's
+    backward receives empty saved statistics), not an empty batch."""
+    floats = [t for a in (*args, *kwargs.values())
+              for t in (a if isinstance(a, (list, tuple)) else (a,)) if is_float(t)]
+    return any(t.ndim >= 2 and t.numel() == 0 for t in floats) or (
+        bool(floats) and all(t.numel() == 0 for t in floats))
 
 
 def _valueless(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

@@ -16,6 +16,7 @@ from oracle import round_scalar
 
 import ampref
 from ampref.accumulation import certified, certify
+from ampref.kernels import compiled_available
 
 
 def _exact_f32(terms: np.ndarray) -> Any:
@@ -81,6 +82,24 @@ def test_sum_equals_the_integer_oracle_bit_for_bit(seed: int, kind: str, n: int)
         want = _exact_f32(x[i].astype(np.float64))  # an exact zero is +0, as torch's sum
         assert got[i].view(np.uint32) == want.view(np.uint32), \
             f"row {i}: {got[i].view(np.uint32):08x} != {want.view(np.uint32):08x}"
+
+
+@pytest.mark.clause("ENG-RED-001")
+@pytest.mark.parametrize("kernels", ["numpy"] + (["compiled"] if compiled_available() else []))
+@pytest.mark.parametrize("shape,axis", [((0,), None), ((0,), 0), ((3, 0), 1), ((0, 3), 0),
+                                        ((0, 3), 1), ((2, 0, 3), (0, 1)), ((4, 0), None)])
+def test_a_sum_over_no_elements_is_positive_zero_in_numpys_shape(
+        shape: tuple[int, ...], axis: Any, kernels: str) -> None:
+    """Inputs: float32 zeros of an empty shape summed over the axes given (every one an
+    empty axis or an empty result), on the specification and on the compiled kernels.
+    Expected: NumPy's result shape, every element +0 (0x00000000, torch's empty sum).
+    Pass: shape equal, words equal."""
+    x = np.zeros(shape, np.float32)
+    with ampref.use_kernels(kernels):
+        got = certified.sum_f32(x, axis)
+    want = np.sum(x, axis=axis).astype(np.float32)
+    assert got.shape == want.shape
+    assert got.view(np.uint32).tolist() == np.zeros(want.shape, np.uint32).tolist()
 
 
 @pytest.mark.clause("ENG-MM-001")

@@ -1,7 +1,8 @@
 """Ops with a floating operand of no elements under emulate (TRC-EMU-001): no sum of
 values is formed, so torch's kernel gives the result (empty, or built from the other
-operands: linear's bias, a reduction's 0 or NaN). Found by running torch's OpInfo samples
-under emulate, where these raised NumPy reshape errors. Oracle: torch's own kernels."""
+operands: linear's bias, a reduction's 0 or NaN); likewise when every floating operand
+is empty. Found by running torch's OpInfo samples under emulate, where these raised NumPy
+reshape errors. Oracle: torch's own kernels."""
 
 from __future__ import annotations
 
@@ -34,6 +35,17 @@ CALLS: dict[str, Callable[[], Any]] = {
     "adaptive average pool 1-d of an empty batch": lambda: fn.adaptive_avg_pool1d(
         _t(0, 3, 5), 2),
     "unfold of an empty batch": lambda: fn.unfold(_t(0, 2, 4, 4), 2),
+    # empty vectors, every floating operand empty (found by OpInfo samples 4-9: take's
+    # backward summed an empty gradient)
+    "sum of an empty vector": lambda: _t(0).sum(),
+    "2-norm of an empty vector": lambda: _t(0).norm(),
+    "cumsum of an empty vector": lambda: _t(0).cumsum(0),
+    "softmax of an empty vector": lambda: _t(0).softmax(0),
+    "logsumexp of an empty vector": lambda: _t(0).logsumexp(0),
+    "distance between empty vectors": lambda: torch.dist(_t(0), _t(0)),
+    "MSE loss of empty vectors": lambda: fn.mse_loss(_t(0), _t(0)),
+    "take of an empty vector": lambda: torch.take(_t(0), torch.zeros(0, dtype=torch.int64)),
+    "bf16 sum of an empty vector": lambda: _t(0).bfloat16().sum().float(),
 }
 
 

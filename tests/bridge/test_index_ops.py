@@ -345,3 +345,36 @@ def test_nearest_upsampling_gradients_sum_each_sources_copies_exactly(
     assert x.grad is not None
     assert_bitwise_equal(x.grad.numpy(), _sum_into(torch.zeros(shape), acc),
                          msg=f"{mode} {nd}-d")
+
+
+@pytest.mark.clause("TRC-IDX-001")
+@pytest.mark.parametrize("call", ["take backward", "put accumulate", "index_put accumulate",
+                                  "index_add"])
+def test_accumulating_into_an_empty_tensor_gives_torchs_empty_result(call: str) -> None:
+    """Inputs: an empty float32 tensor (shape (0,)) with empty indices: take's backward
+    (put with accumulate into a zero gradient), put(accumulate=True),
+    index_put(accumulate=True), index_add; under emulate(fallback="error"). Expected:
+    torch's empty result (dtype, shape) and, for take, its empty gradient, where a NumPy
+    error on the empty segment list was raised. Pass: equal dtypes and shapes."""
+    idx = torch.zeros(0, dtype=torch.int64)
+
+    def run() -> tuple[Any, Any]:
+        x = torch.zeros(0, requires_grad=call == "take backward")
+        v = torch.zeros(0)
+        if call == "take backward":
+            y = torch.take(x, idx)
+            y.sum().backward()
+            return y.detach(), x.grad
+        if call == "put accumulate":
+            return x.put(idx, v, accumulate=True), None
+        if call == "index_put accumulate":
+            return x.index_put((idx,), v, accumulate=True), None
+        return x.index_add(0, idx, v), None
+
+    want = run()
+    with emulate(fallback="error"):
+        got = run()
+    for a, b in zip(got, want, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert (a.dtype, tuple(a.shape)) == (b.dtype, tuple(b.shape))
