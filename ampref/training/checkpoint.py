@@ -111,7 +111,7 @@ def load_checkpoint(run: Run, path: Path) -> None:
 
 def _load_quant_states(run: Run, arrays: dict[str, np.ndarray], path: Path) -> None:
     """Delayed-scaling states back into the quantized layers, validated like new ones
-    (TRN-CKP-003): every layer and role the run keeps, a positive finite float32 scale,
+    (TRN-QNT-002): every layer and role the run keeps, a positive finite float32 scale,
     a float32 history of the recipe's length."""
     keys = {k for k in arrays if k.startswith("quant/")}
     for name, lin in run.quantized.items():

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -386,3 +387,60 @@ def test_data_too_short_gives_one_clear_line(tmp_path: Path) -> None:
     f.write_text("abc")
     r = _cli("--precision", "fp32", "--data", str(f), "--out", str(tmp_path / "o"), "--quiet")
     assert r.returncode == 2 and "too short" in r.stderr and "Traceback" not in r.stderr
+
+
+def _forged(path: Path, edit: Any) -> None:
+    """Rewrite checkpoint ``path`` with ``edit(arrays)`` applied and a fresh SHA-256 in the
+    documented layout (sorted names; name, dtype, shape, bytes of each), so the load's
+    own validation, not the checksum, meets the edit."""
+    import hashlib
+
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files if k != "sha256"}
+    edit(arrays)
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        for part in (k.encode(), str(a.dtype).encode(), str(a.shape).encode(), a.tobytes()):
+            h.update(part)
+    arrays["sha256"] = np.frombuffer(h.hexdigest().encode(), dtype=np.uint8)
+    np.savez(path, **arrays)
+
+
+@pytest.mark.clause("TRN-QNT-002", "TRN-RES-001")
+def test_a_delayed_scaling_checkpoint_restores_every_state_and_refuses_bad_ones(
+        tmp_path: Path) -> None:
+    """Inputs: an fp8-delayed run (6 steps, checkpoint every 2) stopped after 4 and
+    resumed; then its step-4 checkpoint with a negative x scale, a history of 1023
+    entries, a float64 scale, and a state of a layer the run does not have (each with a
+    valid checksum). Expected: the resume equals the unbroken run bit for bit (so every
+    delayed state came back); each bad checkpoint a TrainError naming the layer and role
+    ('bad delayed-scaling state for ...') or the unknown state. Pass: all."""
+    cfg = replace(SMALL, precision="fp8-delayed", steps=6, checkpoint_every=2)
+    train(cfg, tmp_path / "full", progress=False, report=False)
+    train(cfg, tmp_path / "cut", progress=False, report=False, stop_after=4)
+    ck = sorted((tmp_path / "cut" / "ckpt").glob("step_*.npz"))[-1]
+    good = ck.read_bytes()
+    with np.load(ck) as z:
+        scales = sorted(k for k in z.files if k.startswith("quant/") and k.endswith("/scale"))
+    assert scales, "the checkpoint holds no delayed-scaling state"
+    sk = scales[0]
+    hk = sk.replace("/scale", "/history")
+    layer_role = sk[len("quant/"):-len("/scale")]
+    edits: list[tuple[Any, str]] = [
+        (lambda a: a.__setitem__(sk, np.float32(-a[sk])), f"bad delayed-scaling state for "
+                                                           f"{layer_role}"),
+        (lambda a: a.__setitem__(hk, a[hk][:1023]), f"bad delayed-scaling state for "
+                                                    f"{layer_role}"),
+        (lambda a: a.__setitem__(sk, np.float64(a[sk])), "bad delayed-scaling state"),
+        (lambda a: a.__setitem__("quant/nolayer/x/scale", np.float32(1)),
+         "quantizer states this run does not keep: quant/nolayer/x/scale"),
+    ]
+    for edit, message in edits:
+        ck.write_bytes(good)
+        _forged(ck, edit)
+        with pytest.raises(TrainError, match=message):
+            train(cfg, tmp_path / "cut", resume=True, progress=False, report=False)
+    ck.write_bytes(good)
+    train(cfg, tmp_path / "cut", resume=True, progress=False, report=False)
+    assert _bitwise_equal(_final(tmp_path / "full"), _final(tmp_path / "cut"))
