@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given
@@ -64,8 +65,24 @@ def test_bitwise_assertion_reports_hex_of_first_difference() -> None:
         assert_bitwise_equal(a, a, nan="close")
 
 
+@pytest.mark.clause("FMT-ORD-001")
 def test_ulp_distance_counts_steps_on_the_format_grid() -> None:
+    """Inputs: bf16 values around 1 and ±0; bf16's smallest subnormal, largest subnormal
+    and smallest normal; its largest finite value and +inf; E8M0 scales 2^-127 and 2^0;
+    float32 1 and its successor without a format. Expected (hand-derived from the bit
+    patterns): ±(127·128 [+1]) around 1, 0 for both zeros; 1, 127, 128 at the subnormal
+    boundary; inf one past the largest finite; E8M0 positions 0 and 127 (unsigned: the
+    code); float32 one step. A value off the grid is a ValueError. Pass: equal."""
     one, nxt = 1.0, 1.0 + 2.0**-7
+    tiny, big_sub, min_normal = 2.0**-133, 127 * 2.0**-133, 2.0**-126
+    assert list(ordinal(np.array([tiny, big_sub, min_normal], np.float32), "bf16")) == \
+        [1, 127, 128]
+    fmax = float(np.float32(ml_dtypes.finfo(ml_dtypes.bfloat16).max))
+    assert list(ordinal(np.array([fmax, np.inf, -np.inf], np.float32), "bf16")) == \
+        [0x7F7F, 0x7F80, -0x7F80]
+    assert list(ordinal(np.array([2.0**-127, 1.0], np.float32), "float8_e8m0fnu")) == [0, 127]
+    f = np.array([1.0, np.nextafter(np.float32(1), np.float32(2))], np.float32)
+    assert list(np.diff(ordinal(f))) == [1]
     assert list(ordinal(np.array([-nxt, -0.0, 0.0, one, nxt], np.float32), "bf16")) == \
         [-(127 * 128 + 1), 0, 0, 127 * 128, 127 * 128 + 1]
     assert_within_ulps(np.array([nxt], np.float32), np.array([one], np.float32), 1, "bf16")
