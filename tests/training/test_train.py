@@ -444,3 +444,21 @@ def test_a_delayed_scaling_checkpoint_restores_every_state_and_refuses_bad_ones(
     ck.write_bytes(good)
     train(cfg, tmp_path / "cut", resume=True, progress=False, report=False)
     assert _bitwise_equal(_final(tmp_path / "full"), _final(tmp_path / "cut"))
+
+
+@pytest.mark.clause("TRN-RPT-001")
+@pytest.mark.parametrize("every,want", [(0, ["0", "5"]), (2, ["0", "2", "4", "5"]),
+                                        (4, ["0", "4", "5"])])
+def test_histograms_are_taken_at_the_first_the_last_and_every_hist_every_step(
+        every: int, want: list[str]) -> None:
+    """Inputs: a 6-step amp-fp16 run (steps 0-5) with hist_every left at its default
+    (0), 2 and 4. Expected: histograms (activations and gradients) at steps 0 and 5 only;
+    0, 2, 4, 5; 0, 4, 5. Pass: the recorded steps equal, each with both kinds."""
+    cfg = replace(SMALL, precision="amp-fp16", steps=6, **({"hist_every": every} if every
+                                                           else {}))
+    run = Run(cfg, Corpus(load_corpus(None), cfg.context))
+    for _ in range(cfg.steps):
+        run.step()
+    assert sorted(run.state.hists, key=int) == want
+    assert all(set(h) == {"activations", "gradients"} and h["gradients"]
+               for h in run.state.hists.values())
