@@ -454,8 +454,9 @@ def test_histograms_are_taken_at_the_first_the_last_and_every_hist_every_step(
     """Inputs: a 6-step amp-fp16 run (steps 0-5) with hist_every left at its default
     (0), 2 and 4. Expected: histograms (activations and gradients) at steps 0 and 5 only;
     0, 2, 4, 5; 0, 4, 5. Pass: the recorded steps equal, each with both kinds."""
-    cfg = replace(SMALL, precision="amp-fp16", steps=6, **({"hist_every": every} if every
-                                                           else {}))
+    cfg = replace(SMALL, precision="amp-fp16", steps=6)
+    if every:  # 0: the default stands
+        cfg = replace(cfg, hist_every=every)
     run = Run(cfg, Corpus(load_corpus(None), cfg.context))
     for _ in range(cfg.steps):
         run.step()
