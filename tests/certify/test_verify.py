@@ -101,3 +101,20 @@ def test_help_states_defaults_and_the_runtime_of_an_exhaustive_run() -> None:
     verify_help = subprocess.run([sys.executable, "-m", "ampref", "verify", "--help"],
                                  capture_output=True, text=True, check=True).stdout
     assert "about 4 minutes" in " ".join(verify_help.split())
+
+
+@pytest.mark.clause("FMT-VER-001")
+@pytest.mark.parametrize("fmt,peer", [("float16", "numpy"), ("bfloat16", "ml_dtypes"),
+                                      ("float8_e4m3fn", "ml_dtypes"), ("float32", "none")])
+def test_a_whole_run_names_the_peer_its_blocks_compared_with(fmt: str, peer: str) -> None:
+    """Inputs: verify() over every 1,000,003rd pattern (5 blocks merged), nearest-even,
+    for formats with and without a peer cast, and toward zero (no peer rounds that way).
+    Expected: the merged result names NumPy / ml_dtypes / none, and the peer saw every
+    checked pattern but the excluded ones (a merge that dropped the blocks' peer name
+    would file a certificate saying no peer was compared); toward zero names none.
+    Pass: equal."""
+    res = verify(fmt, "nearest_even", stride=1_000_003, workers=1, progress=False)
+    assert res.ok and res.peer == peer
+    assert res.peer_checked + res.peer_excluded == (res.checked if peer != "none" else 0)
+    other = verify(fmt, "toward_zero", stride=1_000_003, workers=1, progress=False)
+    assert other.peer == "none" and other.peer_checked == 0
