@@ -209,14 +209,15 @@ def _cdist_bwd(ctx: Any, func: Any, args: tuple[Any, ...], kw: dict[str, Any]) -
     """``_cdist_backward`` (x1's gradient; autograd calls it swapped for x2's): per pair
     and feature torch's float32 term, ``fl(fl(g d) / dist)`` (p = 2), ``fl(g sign(d))``
     (p = 1), with ``d = fl32(x1 - x2)`` and 0 where the distance is 0, summed exactly
-    over the second set's rows. Other p are refused."""
+    over the second set's rows; the result has the operands' broadcast batch dims, as
+    torch's kernel's. Other p are refused."""
     g, x1, x2, p, dist = args[:5]
     u, v, shape = _pairs(x1, x2)
     t = _pair_terms("cdist", g, dist, u, v, p)
     terms = t.reshape(shape + (u.shape[-1],))  # (..., P, R, M): sum over R
+    # torch's kernel returns the broadcast batch, not x1's (autograd sums it down to x1)
     r = certified.sum_f32(np.ascontiguousarray(terms), -2)
-    return from_numpy(np.broadcast_to(r, tuple(x1.shape)) if r.shape != tuple(x1.shape)
-                      else r, x1.dtype)
+    return from_numpy(r, x1.dtype)
 
 
 def _pair_rows(x: torch.Tensor) -> tuple[Any, Any, Any, Any]:

@@ -233,3 +233,45 @@ def test_float64_norms_and_statistics_are_computed_in_float64() -> None:
             assert abs(Q(got) - want) <= abs(want) * Q(1, 2 ** 45), (i, got)
         assert abs(std[i].item() - math.sqrt(float(exact_var))) <= 2.0 ** -45 * std[i].item()
         assert abs(lse[i].item() - float(lse_i)) <= 2.0 ** -45 * abs(float(lse_i)), i
+
+
+@pytest.mark.clause("TRC-NN-001")
+@pytest.mark.parametrize("p", [2.0, 1.0])
+def test_cdist_of_broadcast_batches_gives_both_gradients_as_torchs_formula(p: float) -> None:
+    """Inputs: x1 (2, 1, 3, 2) and x2 (1, 4, 2) (batch dims broadcast to (2, 1)) of wide
+    exponents, p = 2 / 1, an upstream gradient g (2, 1, 3, 4), both operands requiring
+    grad. Expected (rational oracle): x1's gradient per element fl32(exact sum over x2's
+    rows of the float32 term t(g, fl32(a - b), dist)); x2's the same term with the roles
+    swapped, summed exactly per batch and rounded, then the two batches' values summed
+    exactly and rounded once (autograd reduces torch's broadcast-batch result with a sum,
+    ENG-RED-001). Pass: bitwise, where _cdist_backward raised a NumPy broadcast error."""
+    rng = np.random.default_rng(17 + int(p))
+    x1 = (rng.standard_normal((2, 1, 3, 2)) * 2.0 ** rng.integers(-8, 9, (2, 1, 3, 2))
+          ).astype(np.float32)
+    x2 = (rng.standard_normal((1, 4, 2)) * 2.0 ** rng.integers(-8, 9, (1, 4, 2))
+          ).astype(np.float32)
+    g = rng.standard_normal((2, 1, 3, 4)).astype(np.float32)
+    t1, t2 = torch.tensor(x1, requires_grad=True), torch.tensor(x2, requires_grad=True)
+    with emulate(fallback="error"):
+        y = torch.cdist(t1, t2, p=p, compute_mode="donot_use_mm_for_euclid_dist")
+        y.backward(torch.tensor(g))
+    dist = y.detach().numpy()
+
+    def term(gv: np.float32, a: np.float32, b: np.float32, d: np.float32) -> Q:
+        diff = np.float32(a - b)
+        t = np.float32(gv * diff) / d if p == 2.0 else gv * np.sign(diff)
+        return Q(0) if d == 0 else Q(float(np.float32(t)))
+
+    want1 = np.zeros(x1.shape, np.float32)
+    for b, i, k in np.ndindex(2, 3, 2):
+        want1[b, 0, i, k] = float(r32(sum((term(g[b, 0, i, j], x1[b, 0, i, k], x2[0, j, k],
+                                                 dist[b, 0, i, j]) for j in range(4)), Q(0))))
+    want2 = np.zeros(x2.shape, np.float32)
+    for j, k in np.ndindex(4, 2):
+        per_batch = [r32(sum((term(g[b, 0, i, j], x2[0, j, k], x1[b, 0, i, k],
+                                   dist[b, 0, i, j]) for i in range(3)), Q(0)))
+                     for b in range(2)]
+        want2[0, j, k] = float(r32(sum(per_batch, Q(0))))
+    assert t1.grad is not None and t2.grad is not None
+    assert_bitwise_equal(t1.grad.numpy(), want1, msg=f"x1 gradient p={p}")
+    assert_bitwise_equal(t2.grad.numpy(), want2, msg=f"x2 gradient p={p}")
