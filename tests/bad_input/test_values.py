@@ -64,6 +64,13 @@ ROWS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "lr", float("nan")), ValueError, "learning rate must be a finite number"),
     ("momentum through param_groups", lambda: _opt().param_groups[0].__setitem__(
         "momentum", 0.5), ValueError, "fixed at construction"),
+    ("nesterov with momentum 0 (torch refuses it too)", lambda: optim.SGD(
+        nn.Linear(2, 2, seed=0).parameters(), lr=0.1, momentum=0.0, nesterov=True), ValueError,
+     "nesterov needs momentum > 0 and dampening 0"),
+    ("nesterov with dampening", lambda: optim.SGD(
+        nn.Linear(2, 2, seed=0).parameters(), lr=0.1, momentum=0.9, dampening=0.1,
+        nesterov=True), ValueError,
+     "nesterov needs momentum > 0 and dampening 0"),
     ("StepLR step_size 0", lambda: lr_scheduler.StepLR(_opt(), 0), ValueError,
      "step_size must be an int >= 1"),
     ("a scheduler state with a negative epoch", lambda: lr_scheduler.StepLR(
