@@ -35,10 +35,11 @@ def _rates(make: Callable[[Any], Any], new_opt: Callable[[], Any], epochs: int,
     opt = new_opt()
     sched = make(opt)
     rates = [sched.get_last_lr()[0]]
-    for e in range(1, epochs):
-        opt.step()
-        sched.step()
-        rates.append(sched.get_last_lr()[0])
+    for e in range(0, epochs):
+        if e:
+            opt.step()
+            sched.step()
+            rates.append(sched.get_last_lr()[0])
         if e == resume_at:  # torch's resume order: build both, then load both state dicts
             sd_opt, sd = opt.state_dict(), sched.state_dict()
             opt = new_opt()
@@ -77,15 +78,17 @@ def test_every_scheduler_gives_torchs_rates_bit_for_bit(name: str, kwargs: dict[
 
 
 @pytest.mark.clause("ENG-OPT-008")
+@pytest.mark.parametrize("at", ["epoch 0", "halfway"])
 @pytest.mark.parametrize("name,kwargs,epochs", CASES,
                          ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(CASES)])
 def test_a_schedule_resumed_from_its_state_dicts_continues_unchanged(
-        name: str, kwargs: dict[str, Any], epochs: int) -> None:
-    """Inputs: each case of CASES run with the optimizer and scheduler rebuilt halfway and
-    their state dicts loaded in torch's order (build both, load the optimizer's, then the
-    scheduler's), in ampref and in torch. Expected: ampref's resumed rates equal its
-    straight rates and torch's resumed rates, every epoch. Pass: the hex lists equal."""
-    half = epochs // 2
+        name: str, kwargs: dict[str, Any], epochs: int, at: str) -> None:
+    """Inputs: each case of CASES run with the optimizer and scheduler rebuilt right after
+    construction (epoch 0) or halfway, and their state dicts loaded in torch's order
+    (build both, load the optimizer's, then the scheduler's), in ampref and in torch.
+    Expected: ampref's resumed rates equal its straight rates and torch's resumed rates,
+    every epoch. Pass: the hex lists equal."""
+    half = 0 if at == "epoch 0" else epochs // 2
     straight = _rates(lambda o: getattr(optim.lr_scheduler, name)(o, **kwargs), _ampref_opt,
                       epochs)
     resumed = _rates(lambda o: getattr(optim.lr_scheduler, name)(o, **kwargs), _ampref_opt,
