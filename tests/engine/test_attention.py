@@ -25,25 +25,28 @@ def _operands(hq: int, hk: int, fmt: str) -> list[np.ndarray]:
 @pytest.mark.clause("ENG-ATT-001")
 @pytest.mark.parametrize("fmt", ["float32", "bfloat16"])
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("hq,hk", [(6, 2), (4, 1)])
 def test_grouped_query_attention_is_attention_on_repeated_heads_with_summed_gradients(
-        fmt: str, causal: bool) -> None:
-    """Inputs: q (2, 6, 5, 8), k and v (2, 2, 6, 8) in ``fmt``, causal or not, and the
-    upstream sum. Expected: output equal to the attention on k, v with each head
-    repeated 3 times in a row (torch's repeat_interleave); k's and v's gradients the
-    exact sum of the 3 copies' gradients from that run, rounded once to float32 then to
-    ``fmt``; q's gradient equal. Pass: bitwise."""
-    q, k, v = _operands(6, 2, fmt)
+        fmt: str, causal: bool, hq: int, hk: int) -> None:
+    """Inputs: q (2, hq, 5, 8), k and v (2, hk, 6, 8) in ``fmt`` (6 query heads on 2
+    key/value heads; 4 on 1, multi-query attention), causal or not, and the upstream sum.
+    Expected: output equal to the attention on k, v with each head repeated hq/hk times
+    in a row (torch's repeat_interleave); k's and v's gradients the exact sum of the
+    copies' gradients from that run, rounded once to float32 then to ``fmt``; q's
+    gradient equal. Pass: bitwise."""
+    g = hq // hk
+    q, k, v = _operands(hq, hk, fmt)
     eq, ek, ev = (ampref.tensor(a, fmt, requires_grad=True) for a in (q, k, v))
     y = F.scaled_dot_product_attention(eq, ek, ev, is_causal=causal, enable_gqa=True)
     F.sum(y).backward()
     rq, rk, rv = (ampref.tensor(a, fmt, requires_grad=True)
-                  for a in (q, np.repeat(k, 3, axis=1), np.repeat(v, 3, axis=1)))
+                  for a in (q, np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)))
     r = F.scaled_dot_product_attention(rq, rk, rv, is_causal=causal)
     F.sum(r).backward()
     assert_bitwise_equal(y.numpy(), r.numpy(), msg="forward")
     assert_bitwise_equal(np.asarray(eq.grad), np.asarray(rq.grad), msg="query gradient")
     for name, got, copies in (("key", ek.grad, rk.grad), ("value", ev.grad, rv.grad)):
-        c = np.asarray(copies, np.float64).reshape(2, 2, 3, 6, 8)
+        c = np.asarray(copies, np.float64).reshape(2, hk, g, 6, 8)
         want = ampref.quantize(_r32(c), fmt).astype(np.float32)
         assert_bitwise_equal(np.asarray(got, np.float32), want, msg=name)
 
