@@ -67,13 +67,28 @@ def test_a_quantizer_no_profile_explains_gets_the_closest_and_its_first_miss() -
 
 @pytest.mark.clause("REC-IDN-001", "API-ERR-001")
 def test_identify_block_refuses_delayed_scaling_non_callables_and_other_shapes() -> None:
-    """Inputs: fp8_delayed; None as the function; a function returning fewer columns;
-    recipe 'mxfp9'. Expected: ValueError/TypeError naming each. Pass: each."""
+    """Inputs: fp8_delayed; None as the function; a function returning fewer columns for
+    a block recipe (called once) and a per-tensor one (called row by row); recipe 'mxfp9'.
+    Expected: ValueError/TypeError naming each, the shape messages naming the returned
+    and the input shape. Pass: each."""
     with pytest.raises(ValueError, match="fp8_delayed depends on the amax history"):
         identify_block(lambda m: m, "fp8_delayed")
     with pytest.raises(TypeError, match="needs a callable"):
         identify_block(None, "mxfp4")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="returned shape"):
+    with pytest.raises(ValueError, match=r"returned shape \((\d+), 64\) for input shape "
+                                         r"\(\1, 128\)"):
         identify_block(lambda m: m[:, :64], "mxfp4")
+    # a per-tensor recipe runs the function row by row: the message names the row's shape
+    with pytest.raises(ValueError, match=r"returned shape \(1, 64\) for input shape "
+                                         r"\(1, 128\)"):
+        identify_block(lambda m: m[:, :64], "fp8_current")
+    calls = iter(range(10**6))  # right for the first row, wrong from the second on
+
+    def late(m: np.ndarray) -> np.ndarray:
+        return m if next(calls) == 0 else m[:, :100]
+
+    with pytest.raises(ValueError, match=r"returned shape \(1, 100\) for input shape "
+                                         r"\(1, 128\)"):
+        identify_block(late, "fp8_current")
     with pytest.raises(ValueError, match="unknown recipe"):
         identify_block(lambda m: m, "mxfp9")

@@ -322,6 +322,29 @@ def test_compare_names_the_block_scale_rule_between_te_and_torchao() -> None:
     assert p.scales > 0 and p.elements > 0
     assert all("REC-" in why for why in p.causes)
     assert "te vs torchao" in str(c) and p.first[0]["x"].startswith("0x")
+    none = recipes.compare(x, "nvfp4", ("te", "torchao"), first=0)
+    (q,) = none.pairs  # first=0: the counts stay, the listing is empty
+    assert (q.scales, q.elements, q.first) == (p.scales, p.elements, [])
+
+
+@pytest.mark.clause("REC-AMX-001")
+@pytest.mark.parametrize("n", [1, 3, 7, 15, 16, 31, 33, 128])
+def test_block_amax_is_numpys_max_for_every_block_length(n: int) -> None:
+    """Inputs: 4 blocks of n float32 values (n a power of two, one less, or other), one
+    block holding a NaN, one a -inf. Expected: per block np.fmax.reduce of |x| from 0
+    under the "fmaxf" rule (NaN ignored) and np.maximum.reduce under "torch" (NaN kept),
+    whichever internal path (halving folds or one reduction) the length takes. Pass:
+    bitwise equal."""
+    from ampref.recipes.tiles import block_amax
+
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal((4, n)) * 2.0 ** rng.integers(-20, 20, (4, n))).astype(np.float32)
+    x[1, n // 2] = np.nan
+    x[2, n - 1] = -np.inf
+    for rule, op in (("fmaxf", np.fmax), ("torch", np.maximum)):
+        want = op.reduce(np.abs(x), axis=-1, initial=np.float32(0)).astype(np.float32)
+        got = block_amax(x, rule)
+        assert got.tobytes().hex() == want.tobytes().hex(), (rule, n)
 
 
 @pytest.mark.clause("REC-GEM-001")
