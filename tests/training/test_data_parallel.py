@@ -16,7 +16,7 @@ import pytest
 
 from ampref.training.config import TrainConfig, TrainError
 from ampref.training.corpus import Corpus, load_corpus
-from ampref.training.dataparallel import DataParallelStep
+from ampref.training.dataparallel import DataParallelStep, weight_gap
 from ampref.training.run import Run
 from ampref.training.train import compare_dp, train
 
@@ -128,11 +128,16 @@ def test_the_ranks_change_the_weights_and_the_report_says_by_how_much(tmp_path: 
     ({"ranks": 2, "plant": ((1, 2),)}, "STEP@RANK with 0 <= RANK < --ranks 2"),
     ({"ranks": 2, "plant": ((-1, 0),)}, "STEP >= 0, got (-1, 0)"),
     ({"ranks": 2, "precision": "pure-fp16"}, "keeps float16 parameters"),
+    ({"ranks": 2, "plant": (("3", 1),)}, "STEP@RANK with 0 <= RANK < --ranks 2"),
+    ({"ranks": 2, "plant": ((True, 1),)}, "got (True, 1)"),
+    ({"ranks": 2, "plant": ((1.0, 1),)}, "got (1.0, 1)"),
+    ({"ranks": 2, "plant": ((1, 0, 1),)}, "got (1, 0, 1)"),
 ])
 def test_bad_data_parallel_configurations_are_named(changes: dict[str, object], msg: str) -> None:
     """Inputs: ranks 0, True, 3 with batch 8; dp 'horovod'; reduce dtype float64; plants on
-    a missing rank and a negative step; pure-fp16 with ranks. Expected: TrainError with the
-    listed message. Pass: each."""
+    a missing rank and a negative step; pure-fp16 with ranks; plants of a string step, a
+    bool step, a float step and a triple. Expected: TrainError with the listed message.
+    Pass: each."""
     with pytest.raises(TrainError) as e:
         replace(SMALL, **changes)  # type: ignore[arg-type]
     assert msg in str(e.value)
@@ -161,3 +166,26 @@ def test_bad_data_parallel_flags_give_one_line_and_exit_2(args: list[str], msg: 
     assert r.returncode == 2, r.stderr
     assert msg in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) <= 2  # argparse adds its usage line
+
+
+class _Weights:
+    def __init__(self, *arrays: list[float]) -> None:
+        self.arrays = [np.array(a, np.float32) for a in arrays]
+
+    def master_weights(self) -> list[np.ndarray]:
+        return self.arrays
+
+
+@pytest.mark.clause("DPL-TRN-003")
+def test_weight_gap_is_the_largest_difference_over_the_largest_weight() -> None:
+    """Inputs: two runs' float32 master weights [1, 2, 4] and [0.5, inf] against
+    [1, 2.5, 4] and [0.5, 3]; and weights against all-zero twins. Expected (by hand): the
+    largest |a - b| over finite pairs (0.5) over the largest finite |b| (4): 0.125, and 1
+    of 5 elements differing bitwise besides the inf (2 of 5: 0.4); 0 relative difference
+    against zeros (no division by zero), every element differing. Pass: equal."""
+    a = _Weights([1.0, 2.0, 4.0], [0.5, np.inf])
+    b = _Weights([1.0, 2.5, 4.0], [0.5, 3.0])
+    assert weight_gap(a, b) == {"max_rel_diff": 0.125, "differ_fraction": 0.4}
+    zeros = _Weights([0.0, 0.0])
+    assert weight_gap(_Weights([1.0, -1.0]), zeros) == {"max_rel_diff": 0.0,
+                                                         "differ_fraction": 1.0}
