@@ -16,7 +16,7 @@ import pytest
 
 from ampref.training.config import TrainConfig, TrainError
 from ampref.training.corpus import Corpus, load_corpus
-from ampref.training.dataparallel import DataParallelStep, weight_gap
+from ampref.training.dataparallel import DataParallelStep, dp_summary, weight_gap
 from ampref.training.run import Run
 from ampref.training.train import compare_dp, train
 
@@ -189,3 +189,33 @@ def test_weight_gap_is_the_largest_difference_over_the_largest_weight() -> None:
     zeros = _Weights([0.0, 0.0])
     assert weight_gap(_Weights([1.0, -1.0]), zeros) == {"max_rel_diff": 0.0,
                                                          "differ_fraction": 1.0}
+
+
+def _row(step: int, applied: bool, ulps: int, rel: float, gap: float | None) -> dict:
+    ranks = {"triggered_by": [1] if not applied else [], "flagged": [0, 1] if not applied
+             else [], "found_inf": not applied, "reduce_ulps": ulps, "reduce_rel": rel}
+    row = {"step": step, "applied": applied, "ranks": ranks}
+    if gap is not None:
+        row["vs_one_rank"] = {"max_rel_diff": gap, "differ_fraction": 0.0}
+    return row
+
+
+@pytest.mark.clause("DPL-TRN-003")
+def test_the_data_parallel_summary_keeps_the_last_twin_gap_and_the_largest_deviations() -> None:
+    """Inputs: a hand-made 4-step history (step 2 skipped on rank 1's overflow; reduction
+    deviations 3, 7, 0, 5 ulps and 1e-7 .. 4e-7 relative; twin gaps at steps 1 and 3, and
+    a row without one) and an empty history. Expected: the skip listed with its
+    triggering and flagging ranks; max 7 ulps and 4e-7; the gap of step 3 (the last one,
+    not an earlier one); with no rows 0, 0.0, no skips and no gap. Pass: equal."""
+    cfg = replace(SMALL, ranks=2)
+    history = [_row(0, True, 3, 1e-7, None), _row(1, True, 7, 2e-7, 0.25),
+               _row(2, False, 0, 4e-7, None), _row(3, True, 5, 3e-7, 0.5),
+               {"step": 4, "applied": True}]  # a row without data-parallel fields
+    s = dp_summary(cfg, history)
+    assert s["skips"] == [{"step": 2, "triggered_by": [1], "flagged": [0, 1],
+                           "found_inf": True}]
+    assert (s["max_reduce_ulps"], s["max_reduce_rel"]) == (7, 4e-7)
+    assert s["vs_one_rank"] == {"max_rel_diff": 0.5, "differ_fraction": 0.0}
+    empty = dp_summary(cfg, [])
+    assert (empty["skips"], empty["max_reduce_ulps"], empty["max_reduce_rel"],
+            empty["vs_one_rank"]) == ([], 0, 0.0, None)
