@@ -134,15 +134,20 @@ def unknown_names(names: list[str], db: list[Any]) -> list[str]:
     return [n for n in names if n not in known]
 
 
-def opinfo_samples(names: list[str], db: list[Any], per_op: int = 3,
-                   first: int = 0) -> Iterator[Sample]:
+#: --dtypes choices: the floating dtypes a sample can be made in
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+          "float64": torch.float64}
+
+
+def opinfo_samples(names: list[str], db: list[Any], per_op: int = 3, first: int = 0,
+                   dtypes: tuple[str, ...] = ("float32", "bfloat16")) -> Iterator[Sample]:
     """OpInfo samples ``first`` .. ``first + per_op - 1`` of each op of ``db`` (all ops
-    when ``names`` is empty) in float32 and bfloat16, where the op supports them on the
-    CPU."""
+    when ``names`` is empty) in each of ``dtypes`` (keys of :data:`DTYPES`) the op
+    supports on the CPU."""
     for info in db:
         if names and info.name not in names:
             continue
-        for dtype in (torch.float32, torch.bfloat16):
+        for dtype in (DTYPES[d] for d in dtypes):
             if dtype not in info.supported_dtypes("cpu"):
                 continue
             try:
@@ -160,10 +165,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", help="write the results as JSON here")
     parser.add_argument("--per-op", type=int, default=3, help="samples per op and dtype")
     parser.add_argument("--first", type=int, default=0, help="index of the first sample")
+    parser.add_argument("--dtypes", default="float32,bfloat16",
+                        help=f"comma-separated sample dtypes: {', '.join(DTYPES)}")
     opts = parser.parse_args(argv)
     if opts.per_op < 1 or opts.first < 0:
         print(f"opinfo_survey: --per-op must be >= 1 and --first >= 0, got {opts.per_op} "
               f"and {opts.first}", file=sys.stderr)
+        return 2
+    dtypes = tuple(d.strip() for d in opts.dtypes.split(",") if d.strip())
+    if not dtypes or any(d not in DTYPES for d in dtypes):
+        print(f"opinfo_survey: --dtypes {opts.dtypes!r}: choose from {', '.join(DTYPES)}",
+              file=sys.stderr)
         return 2
     if opts.autocast is not None and opts.autocast not in AUTOCAST:
         print(f"opinfo_survey: unknown --autocast {opts.autocast!r}; choices: {AUTOCAST}",
@@ -177,7 +189,7 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     warnings.filterwarnings("ignore")
-    result = compare(opinfo_samples(opts.names, op_db, opts.per_op, opts.first),
+    result = compare(opinfo_samples(opts.names, op_db, opts.per_op, opts.first, dtypes),
                      opts.autocast)
     for f in result["findings"]:
         print(f"{f.op} {f.dtype} {f.layout}: " + (f.error or

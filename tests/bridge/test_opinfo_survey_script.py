@@ -117,14 +117,21 @@ def test_a_misspelt_op_name_is_named_and_known_names_select_their_samples() -> N
     assert [tuple(make()[1].shape) for _, _, make in got] == [(1,), (2,), (3,)]
     later = list(mod.opinfo_samples(["add"], db, per_op=3, first=3))
     assert [tuple(make()[1].shape) for _, _, make in later] == [(4,), (5,)]
+    # float64 is asked for but the op does not support it: float32 only
+    both = list(mod.opinfo_samples(["add"], db, per_op=1, dtypes=("float64", "float32")))
+    assert [dt for _, dt, _ in both] == ["torch.float32"]
 
 
 @pytest.mark.clause("TRC-EMU-001")
-@pytest.mark.parametrize("argv", [["--per-op", "0"], ["--first", "-1"]])
+@pytest.mark.parametrize("argv", [["--per-op", "0"], ["--first", "-1"],
+                                  ["--dtypes", "float8"], ["--dtypes", ","]])
 def test_a_bad_sample_range_is_one_line_and_exit_2(argv: list[str],
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """Input: --per-op 0, --first -1. Expected: exit 2 and one line on stderr naming both
-    options, before torch's database is read. Pass: as stated."""
+    """Input: --per-op 0, --first -1, --dtypes float8 and an empty list. Expected: exit 2
+    and one line on stderr naming the option (and for dtypes the choices), before
+    torch's database is read. Pass: as stated."""
     assert script("opinfo_survey").main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--per-op" in err[0] and "--first" in err[0]
+    assert len(err) == 1 and argv[0] in err[0]
+    if argv[0] == "--dtypes":
+        assert "float16" in err[0] and "float64" in err[0]
