@@ -126,6 +126,9 @@ def fma64(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike) -> npt.NDArray[n
     from the exact rational value instead. NaN/inf follow IEEE (a*b + c in float64).
     """
     A, B, C = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (a, b, c)))
+    shape = A.shape
+    # flat views: the per-element fallback below indexes with np.nonzero (no 0-d arrays)
+    A, B, C = A.reshape(-1), B.reshape(-1), C.reshape(-1)
     with np.errstate(all="ignore"):
         uh, ul = _two_product(A, B)
         th, tl = two_sum(C, uh)
@@ -141,9 +144,9 @@ def fma64(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike) -> npt.NDArray[n
     res = np.where(finite, out, ieee)
     zero_product &= finite
     res = np.where(zero_product, ieee, res)  # exact: c plus a signed zero
-    for i in zip(*np.nonzero(finite & ~safe & ~zero_product), strict=True):
+    for i in np.flatnonzero(finite & ~safe & ~zero_product):
         res[i] = _fma_exact(float(A[i]), float(B[i]), float(C[i]))
-    return np.asarray(res, np.float64)
+    return np.asarray(res, np.float64).reshape(shape)
 
 
 def sum64(values: npt.ArrayLike) -> float:

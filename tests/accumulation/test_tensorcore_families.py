@@ -126,8 +126,11 @@ def test_families_are_refused_where_the_gpu_lacks_them() -> None:
 @pytest.mark.clause("ACC-EXA-001", "ACC-TC-010")
 def test_fma64_is_correctly_rounded_everywhere_in_the_exponent_range() -> None:
     """Inputs: 20,000 triples over the whole float64 exponent range, half with near-
-    cancelling addends; signed-zero cases. Expected: the exact a*b + c rounded once (inf on
-    overflow); zero signs -, -, +. Pass: same bits."""
+    cancelling addends; signed-zero cases; 0-d operands on the exact-rational fallback and
+    the fast path, and broadcast (2, 1) x (1, 3) operands. Expected: the exact a*b + c
+    rounded once (inf on overflow); zero signs -, -, +; 0-d results of shape () (a
+    ValueError from np.nonzero on 0-d arrays before), the broadcast shape. Pass: same
+    bits."""
     rng = np.random.default_rng(13)
     n = 20000
     a = rng.standard_normal(n) * np.exp2(rng.integers(-560, 500, n))
@@ -146,3 +149,13 @@ def test_fma64_is_correctly_rounded_everywhere_in_the_exponent_range() -> None:
     zeros = fma64(np.array([-0.0, 0.0, 1.0]), np.array([1.0, -1.0, 0.0]),
                   np.array([-0.0, -0.0, -0.0]))
     assert np.signbit(zeros).tolist() == [True, True, False]
+    # 0-d and broadcast operands, each through the exact-rational fallback (a product
+    # below 2^-900) and the fast path: the shape broadcast, the values exact
+    tiny = 2.0**-540
+    for args, want in (((np.float64(tiny), np.float64(tiny * 3), np.float64(2.0**-1074)),
+                        float(F(tiny) * F(tiny * 3) + F(2.0**-1074))),
+                       ((np.float64(1.5), np.float64(2.0), np.float64(0.25)), 3.25)):
+        got0 = fma64(*args)
+        assert got0.shape == () and same_bits(got0, want, wide=True)[0], args
+    grid = fma64(np.full((2, 1), tiny), np.full((1, 3), tiny), 0.0)
+    assert grid.shape == (2, 3) and (grid == 0.0).all()  # 2^-1080 rounds to +0

@@ -325,6 +325,26 @@ def test_fused_and_substituted_formulas_equal_torchs_kernels(name: str, dtype: s
                          msg=f"{name} {dtype}")
 
 
+@pytest.mark.clause("TRC-PWO-001", "TRC-EMU-001")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["addcmul", "addcmul_ value 1", "lerp scalar small",
+                                  "lerp scalar large", "lerp tensor", "add alpha",
+                                  "tanh_backward", "sigmoid_backward"])
+def test_fused_formulas_on_0_d_operands_equal_torchs_kernels(name: str, dtype: str) -> None:
+    """Inputs: 0-d operands x = -1.7, y = 2.3, z = 0.9, w = 0.35 (and 0.8 for lerp's
+    other branch) in ``dtype`` through the fused-formula cases above. Expected: torch's
+    own kernel's word (float64's exact fused multiply-add took np.nonzero of a 0-d array
+    and raised before; found by OpInfo samples in float64). Pass: bitwise, shape ()."""
+    dt = getattr(torch, dtype)
+    for wv in (0.35, 0.8):
+        x, y, z, w = (torch.tensor(v, dtype=dt) for v in (-1.7, 2.3, 0.9, wv))
+        want = TORCH_KERNEL_CASES[name](x, y, z, w)
+        with emulate(fallback="error"):
+            got = TORCH_KERNEL_CASES[name](x, y, z, w)
+        assert tuple(got.shape) == ()
+        assert_bitwise_equal(got.numpy(), want.numpy(), msg=f"{name} {dtype} w={wv}")
+
+
 @pytest.mark.clause("TRC-PWO-001")
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
 @pytest.mark.parametrize("divisor", ["tensor", "python scalar", "0-d tensor"])
