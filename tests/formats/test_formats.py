@@ -60,6 +60,21 @@ def test_tf32_has_float32_range_and_ten_mantissa_bits() -> None:
 
 
 @pytest.mark.clause("FMT-DEF-001")
+@pytest.mark.parametrize("e,m,container", [(4, 3, "uint8"), (5, 3, "uint16"), (5, 10, "uint16"),
+                                           (6, 10, "uint32"), (8, 7, "uint16")])
+def test_codes_live_in_the_smallest_unsigned_container_of_the_formats_width(
+        e: int, m: int, container: str) -> None:
+    """Inputs: IEEE-style formats of 1 + e + m bits: 8 (e4m3), 9, 16 (float16), 17 and
+    bfloat16's 16, built as user rows. Expected: uint8 up to 8 bits, uint16 up to 16,
+    uint32 above (a 9-bit format's codes in uint8 would wrap). Pass: the container, and
+    the largest code fits it."""
+    fmt = ampref.Format(name=f"user-e{e}m{m}", exponent_bits=e, mantissa_bits=m,
+                        bias=2 ** (e - 1) - 1, encoding=ampref.Encoding.IEEE)
+    assert fmt.code_dtype == container
+    assert (1 << fmt.bits) - 1 <= np.iinfo(container).max
+
+
+@pytest.mark.clause("FMT-DEF-001")
 def test_formats_are_frozen_keyword_only_data() -> None:
     """Inputs: an assignment to float16.bias; a positional Format(...). Expected:
     FrozenInstanceError and TypeError. Pass: both."""

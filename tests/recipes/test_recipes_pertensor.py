@@ -230,3 +230,20 @@ def test_delayed_quantize_multiplies_by_this_steps_scale_and_decodes_with_its_re
     dec = (want.astype(np.float32) * np.float32(1 / 128)).astype(np.float32)
     assert q.values.view(np.uint32).tobytes().hex() == dec.view(np.uint32).tobytes().hex()
     assert q.state.scale == np.float32(448 / np.float32(np.abs(x).max()))
+
+
+@pytest.mark.clause("FP8-DEL-001", "API-ERR-001")
+@pytest.mark.parametrize("kwargs,message", [
+    ({"amax_history_len": 0}, "amax_history_len must be a positive int, got 0"),
+    ({"amax_history_len": 2.0}, "amax_history_len must be a positive int, got 2.0"),
+    ({"margin": -1}, "margin must be a non-negative int, got -1"),
+    ({"amax_compute_algo": "mean"}, "amax_compute_algo must be 'max' or 'most_recent'"),
+    ({"kernel": "cuda"}, "kernel must be 'fused' or 'unfused'"),
+])
+def test_delayed_scaling_refuses_bad_configurations_by_name(kwargs: dict,
+                                                            message: str) -> None:
+    """Inputs: DelayedScaling with a history of 0 or 2.0 rows, margin -1, algorithm
+    'mean', kernel 'cuda'. Expected: ValueError naming the field and the value. Pass:
+    each message."""
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        DelayedScaling(**kwargs)
