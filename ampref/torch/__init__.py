@@ -14,8 +14,10 @@ from .autocast import autocast
 from .base import UnsupportedOpError, supported_ops
 from .passthrough import EXACT
 from .modes import emulate
+from .outsidecasts import OpCast, UnknownCastRuleError, register_autocast
 from .shadowing import shadow
 from .report import OpRecord, Report
 
-__all__ = ["EXACT", "OpRecord", "Report", "UnsupportedOpError", "autocast", "emulate", "shadow",
+__all__ = ["EXACT", "OpCast", "OpRecord", "Report", "UnknownCastRuleError",
+           "UnsupportedOpError", "autocast", "emulate", "register_autocast", "shadow",
            "supported_ops"]

@@ -40,6 +40,7 @@ from ampref.policy.policies import MixedPolicy, Policy
 
 from .convert import FLOAT_DTYPES, format_of
 from .jmpmode import JmpMode
+from .outsidecasts import OutsideCastMode
 
 __all__ = ["APPEND_DTYPE", "autocast", "casts_per_op", "overloads", "torch_registered"]
 
@@ -341,4 +342,7 @@ def autocast(device_type: str = "cuda", dtype: torch.dtype | None = None, enable
                                          else None, enabled, cache_enabled))
         lib = _register(region, pol)
         stack.callback(lib._destroy)
+        outside = OutsideCastMode(device_type, pol, _KEYSET) if device_type != "cpu" else None
+        if outside is not None and outside.ops:  # ops outside aten: the device's kernels
+            stack.enter_context(outside)
         yield
