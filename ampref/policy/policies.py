@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 CATEGORIES = ("lower_precision_fp", "fp32", "fp32_set_opt_dtype", "fp32_append_dtype",
-              "promote", "banned")
+              "promote", "banned", "unlisted")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,7 +60,8 @@ class Policy:
         object.__setattr__(self, "listed_since", MappingProxyType(dict(self.listed_since)))
         base: dict[str, str] = {}
         for name, cat in self.categories.items():
-            base.setdefault(name.split(".")[0], cat)
+            if cat != "unlisted":  # an exception to its base name, never a base itself
+                base.setdefault(name.split(".")[0], cat)
         object.__setattr__(self, "_base", base)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
@@ -70,9 +71,13 @@ class Policy:
 
     def category(self, op: str) -> str | None:
         """Category of an op, or None if unlisted. An overload-less name (``softmax``)
-        matches its overloads (``softmax.int``): aten overloads of one op share a
-        category in torch's lists (AUT-POL-002)."""
+        matches its overloads (``softmax.int``), as aten overloads of one op mostly share
+        a category in torch's lists (AUT-POL-002); an overload the file names under
+        ``unlisted`` is the exception (torch's CUDA lists have ``conv2d`` but not
+        ``conv2d.padding``)."""
         hit = self.categories.get(op)
+        if hit == "unlisted":
+            return None
         return hit if hit is not None else self._base.get(op.split(".")[0])  # type: ignore[attr-defined]
 
 

@@ -136,10 +136,38 @@ def test_policy_files_name_only_ops_torch_registers_for_that_autocast_key(
     (Dimname overloads aside, which torch's dump omits). Pass: no unknown op."""
     data = json.loads(DATA.read_text())
     registered = {r.removeprefix("aten::") for r in data["registrations"][key]}
-    listed = set(load_policy(policy).categories)
+    pol = load_policy(policy)
+    listed = {op for op, cat in pol.categories.items() if cat != "unlisted"}
     # torch's registrations omit Dimname overloads (section 2.4 of the reference notes)
     unknown = {op for op in listed - registered if "imname" not in op and "names_" not in op}
     assert not unknown, f"{policy} lists ops torch does not register for {key}: {sorted(unknown)}"
+    excepted = {op for op, cat in pol.categories.items() if cat == "unlisted"}
+    assert not excepted & registered, f"{policy} excepts ops torch registers: {excepted}"
+
+
+@pytest.mark.clause("AUT-POL-002", "TRC-AUT-002")
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_a_region_casts_exactly_the_overloads_torch_registers_for_its_device(
+        device: str) -> None:
+    """Inputs: every aten overload an ampref.torch.autocast(device) region registers a
+    kernel for, and torch's own live registrations at AutocastCUDA / AutocastCPU (a CPU
+    build of torch registers both). Expected: the overloads whose category the policy
+    gives (base-name matching included) are exactly torch's, so every other overload
+    falls through as in torch. Pass: equal sets. (Before the `unlisted` rows the CUDA
+    region also cast conv1d/2d/3d.padding.)"""
+    torch = pytest.importorskip("torch")
+    from ampref.torch.autocast import overloads, torch_registered
+
+    key = {"cuda": "AutocastCUDA", "cpu": "AutocastCPU"}[device]
+    pol = load_policy(f"torch-{device}")
+    ops = {str(op.name()).removeprefix("aten::")
+           for n in set(torch_registered()) | set(pol.categories) for op in overloads(n)}
+    ours = {op.removesuffix(".default") for op in ops if pol.category(op.removesuffix(
+        ".default")) is not None}
+    theirs = {q.removeprefix("aten::") for q in torch._C._dispatch_get_all_op_names()
+              if q.startswith("aten::") and
+              torch._C._dispatch_has_kernel_for_dispatch_key(q, key)}
+    assert ours == theirs, (sorted(ours - theirs), sorted(theirs - ours))
 
 
 # torch's AMP documentation ("CUDA Ops that can autocast to float16 / float32"), and the
