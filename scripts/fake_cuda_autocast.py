@@ -241,7 +241,7 @@ def _forward(build: Build, region: Callable[[], Any],
 
 
 @contextlib.contextmanager
-def _cuda_autocast_on(dtype: torch.dtype) -> Iterator[None]:
+def cuda_autocast_on(dtype: torch.dtype) -> Iterator[None]:
     """torch's CUDA autocast state switched on by hand (torch.autocast refuses)."""
     prev = torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")
     torch.set_autocast_enabled("cuda", True)
@@ -259,7 +259,7 @@ def on_fake_cuda(build: Build, dtype: torch.dtype) -> list[tuple[Any, ...]]:
     """The forward pass and loss under torch's CUDA autocast on fake CUDA tensors."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    return _forward(build, lambda: _cuda_autocast_on(dtype),
+    return _forward(build, lambda: cuda_autocast_on(dtype),
                     FakeTensorMode(allow_non_fake_inputs=True))
 
 
