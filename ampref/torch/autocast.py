@@ -40,18 +40,20 @@ from ampref.policy.policies import MixedPolicy, Policy
 
 from .convert import FLOAT_DTYPES, format_of
 from .jmpmode import JmpMode
+from .castargs import (
+    APPEND_DTYPE,
+    append_dtype_call,
+    cast_order,
+    leaves,
+    replaced,
+    with_float32_dtype,
+)
 from .outsidecasts import OutsideCastMode
 
 __all__ = ["APPEND_DTYPE", "autocast", "casts_per_op", "overloads", "torch_registered"]
 
 _KEY = torch._C.DispatchKey.AutocastCPU
 _KEYSET = torch._C.DispatchKeySet(_KEY)
-
-#: fp32_append_dtype ops and the overload torch redispatches each to with a trailing
-#: ``dtype=float32`` (autocast_mode.cpp, KERNEL_..._DIFFERENT_REDISPATCH_SIGNATURE)
-APPEND_DTYPE = {"norm.Scalar": "norm.ScalarOpt_dtype",
-                "norm.ScalarOpt_dim": "norm.ScalarOpt_dim_dtype",
-                "norm.names_ScalarOpt_dim": "norm.names_ScalarOpt_dim_dtype"}
 
 #: torch's default autocast dtype per device type (``torch.get_autocast_dtype``)
 DEFAULT_DTYPE = {"cuda": torch.float16, "cpu": torch.bfloat16}
@@ -127,7 +129,7 @@ class _Region:
         the autocast key (nested ops are not cast again, as in torch); an op the policy
         does not list falls through."""
         name = _name(op)
-        flat = [a for a in _leaves(args, kwargs) if isinstance(a, torch.Tensor)
+        flat = [a for a in leaves(args, kwargs) if isinstance(a, torch.Tensor)
                 and a.dtype.is_floating_point]
         fmts = [format_of(a.dtype) if a.dtype in FLOAT_DTYPES else None for a in flat]
         known = [f for f in fmts if f is not None]
@@ -144,84 +146,16 @@ class _Region:
         # one cast per argument, as torch's cached_cast: a tensor passed twice (mm(x, x))
         # is cast twice unless the weight cache serves it
         casts: dict[tuple[Any, ...], torch.Tensor] = {}
-        for where, t in _cast_order(args, kwargs):
+        for where, t in cast_order(args, kwargs):
             if id(t) in todo:
                 casts[where] = self.cast(t, todo[id(t)], plan.cacheable)
-        args, kwargs = _replaced(args, kwargs, casts)
+        args, kwargs = replaced(args, kwargs, casts)
         first = args[0] if args else None
         if plan.output is not None and _eligible(first):
             if name in APPEND_DTYPE:
-                return _append_dtype(op, name, args, kwargs)
-            args, kwargs = _with_dtype(op, args, kwargs)
+                return append_dtype_call(op, name, args, kwargs)
+            args, kwargs = with_float32_dtype(op, args, kwargs)
         return op(*args, **kwargs)
-
-
-def _overload(name: str) -> Any:
-    base, _, overload = name.partition(".")
-    return getattr(getattr(torch.ops.aten, base), overload or "default")
-
-
-def _append_dtype(op: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """torch's fp32_append_dtype redispatch: the ``dtype`` overload called with every
-    positional argument of ``op`` (defaults filled in: a caller, or torch's own dispatch,
-    leaves defaulted trailing ones out, and ``norm.ScalarOpt_dim_dtype``'s ``keepdim``
-    has no default) and ``dtype=float32``."""
-    full, kw = list(args), dict(kwargs)
-    for a in op._schema.arguments[len(args):]:
-        if a.kwarg_only:
-            break
-        full.append(kw.pop(a.name) if a.name in kw else a.default_value)
-    return _overload(APPEND_DTYPE[name])(*full, dtype=torch.float32, **kw)
-
-
-def _with_dtype(op: Any, args: tuple[Any, ...],
-                kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The call with the op's optional ``dtype`` set to float32 where the caller left it
-    None (torch's set_opt_dtype)."""
-    i = [a.name for a in op._schema.arguments].index("dtype")
-    if len(args) > i:
-        if args[i] is None:
-            args = (*args[:i], torch.float32, *args[i + 1:])
-    elif kwargs.get("dtype") is None:
-        kwargs = {**kwargs, "dtype": torch.float32}
-    return args, kwargs
-
-
-def _cast_order(args: tuple[Any, ...],
-                kwargs: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """Each argument (its position, its value) in the order torch's autocast kernels cast
-    them: its C++ wrappers expand ``cached_cast(args)...`` as call arguments, which GCC
-    (torch's Linux builds) evaluates right to left, so the last argument is cast first;
-    a tensor list is cast front to back (TRC-AUT-004). The order fixes the autograd
-    nodes' sequence numbers, hence the order of backward ops and of gradient sums into
-    a shared tensor. A position is ``(i,)`` or ``(i, j)`` for argument i (element j of
-    a list), ``(name,)`` or ``(name, j)`` for a keyword."""
-    entries = [*enumerate(args), *kwargs.items()]
-    for key, a in reversed(entries):
-        if isinstance(a, (list, tuple)):
-            yield from (((key, j), v) for j, v in enumerate(a))
-        else:
-            yield (key,), a
-
-
-def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
-    for a in (*args, *kwargs.values()):
-        if isinstance(a, (list, tuple)):
-            yield from a
-        else:
-            yield a
-
-
-def _replaced(args: tuple[Any, ...], kwargs: dict[str, Any],
-              casts: dict[tuple[Any, ...], torch.Tensor]) -> tuple[tuple[Any, ...],
-                                                                   dict[str, Any]]:
-    """The call with the argument at each position of ``casts`` replaced by its cast."""
-    def one(key: Any, a: Any) -> Any:
-        if isinstance(a, (list, tuple)):
-            return type(a)(casts.get((key, j), v) for j, v in enumerate(a))
-        return casts.get((key,), a)
-    return (tuple(one(i, a) for i, a in enumerate(args)),
-            {k: one(k, v) for k, v in kwargs.items()})
 
 
 def _fall_through(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
