@@ -13,12 +13,16 @@ forward pass runs on real CPU tensors under ``ampref.torch.autocast("cuda", dtyp
 - the policy's ops: every aten op the CUDA policy lists, with its floating inputs' and
   its outputs' dtypes.
 
-Device kernels differ (cuDNN batch norm, fused dropout, the attention backends) and are
-not compared. One composite branches on the device: ``softmax`` / ``log_softmax`` of a
-float16 tensor with ``dtype=float32`` (autocast's fp32_set_opt_dtype) runs CUDA's
+Device kernels differ (cuDNN batch norm, fused dropout) and are not compared;
+``F.scaled_dot_product_attention`` (CUDA's backends; fake tensors select the math one,
+which computes float16 in float32) is logged as one entry. Two ops branch on the
+device and are rewritten in the CPU's form: ``softmax`` / ``log_softmax`` of a float16
+tensor with ``dtype=float32`` (autocast's fp32_set_opt_dtype) runs CUDA's
 ``_softmax(x, half_to_float=True)`` where the CPU casts first (``_to_copy``, then
-``_softmax``); the CUDA log's form is rewritten as the CPU's (the same values: the cast
-is exact). Backward passes cannot run on fake CUDA tensors (the autograd engine asks
+``_softmax``; the same values, the cast is exact), and ``rms_norm`` runs as CUDA's
+``_fused_rms_norm``. (Where the CPU decomposes ``rms_norm``, its inner ``pow`` and
+``rsqrt`` are listed ops the CUDA log lacks: a kernel difference, reported.)
+Backward passes cannot run on fake CUDA tensors (the autograd engine asks
 the device); autocast acts in the forward pass. The oracle was checked against the
 traces recorded on an H100 (``tests/data/autocast_traces_cuda_h100.json``).
 
@@ -60,8 +64,8 @@ class OpLog(TorchDispatchMode):  # type: ignore[misc]
     """Each aten op: (name, floating inputs' dtypes, outputs' dtypes, first input's shape).
     ``prim::`` queries are left out (fake tensors answer them through the dispatcher), and
     so are the ops inside ``F.scaled_dot_product_attention``, logged as one entry by
-    :func:`attention_as_one_entry`: its backends differ by device (CUDA's math backend, the one fake
-    tensors select, computes float16 in float32)."""
+    :func:`fused_as_one_entry`: its backends differ by device (CUDA's math backend, the one
+    fake tensors select, computes float16 in float32)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -77,30 +81,38 @@ class OpLog(TorchDispatchMode):  # type: ignore[misc]
         return out
 
 
+#: functionals whose device backends differ inside (attention: fake tensors select CUDA's
+#: math backend, which computes float16 in float32)
+FUSED = ("scaled_dot_product_attention",)
+
+
 @contextlib.contextmanager
-def attention_as_one_entry(log: OpLog) -> Iterator[None]:
-    """``F.scaled_dot_product_attention`` logged as one entry (its inputs as the caller
+def fused_as_one_entry(log: OpLog) -> Iterator[None]:
+    """Each functional of :data:`FUSED` logged as one entry (its inputs as the caller
     passes them, before autocast; its output's dtype after), the ops inside it muted.
-    The module attribute is swapped for the region (a measuring script's patch):
-    ``nn.MultiheadAttention`` and timm look it up there at each call."""
+    The module attributes are swapped for the region (a measuring script's patch):
+    ``nn.MultiheadAttention`` and timm look them up at each call."""
     functional = torch.nn.functional
-    sdpa = functional.scaled_dot_product_attention
+    saved = {name: getattr(functional, name) for name in FUSED}
 
-    def one_entry(*args: Any, **kwargs: Any) -> Any:
-        log.muted += 1
-        try:
-            out = sdpa(*args, **kwargs)
-        finally:
-            log.muted -= 1
-        log.ops.append(_entry("scaled_dot_product_attention",
-                              [a for a in args if isinstance(a, torch.Tensor)], out))
-        return out
+    def one_entry(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            log.muted += 1
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                log.muted -= 1
+            log.ops.append(_entry(name, [a for a in args if isinstance(a, torch.Tensor)], out))
+            return out
+        return call
 
-    functional.scaled_dot_product_attention = one_entry
+    for name, fn in saved.items():
+        setattr(functional, name, one_entry(name, fn))
     try:
         yield
     finally:
-        functional.scaled_dot_product_attention = sdpa
+        for name, fn in saved.items():
+            setattr(functional, name, fn)
 
 
 def _cross_entropy(model: Any, x: Any, y: Any) -> Any:
@@ -235,7 +247,7 @@ def _forward(build: Build, region: Callable[[], Any],
             def call(*a: Any, **k: Any) -> Any:
                 return torch.func.functional_call(model, state, a, k)
         torch.manual_seed(1)
-        with region(), OpLog() as log, attention_as_one_entry(log):
+        with region(), OpLog() as log, fused_as_one_entry(log):
             loss(call, batch)
     return log.ops
 
@@ -271,12 +283,16 @@ def on_ampref(build: Build, dtype: torch.dtype) -> list[tuple[Any, ...]]:
 
 
 def _cpu_form(ops: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """CUDA's half_to_float softmax written as the CPU's cast and softmax."""
+    """CUDA's half_to_float softmax written as the CPU's cast and softmax; CUDA's
+    ``_fused_rms_norm`` (output and inverse rms) as the CPU's ``rms_norm`` (output), both
+    with their input only (the weight may be passed by keyword)."""
     out = []
     for o in ops:
         if o[0] in ("_softmax", "_log_softmax") and o[1] == ("float16",) and \
                 o[2] == ("float32",):
             out += [("_to_copy", o[1], o[2], o[3]), (o[0], o[2], o[2], o[3])]
+        elif o[0] in ("rms_norm", "_fused_rms_norm"):  # CUDA's kernel and the CPU's op
+            out.append(("rms_norm", o[1][:1], o[2][:1], o[3]))
         else:
             out.append(o)
     return out
@@ -290,7 +306,7 @@ def compared(ops: list[tuple[Any, ...]], listed: frozenset[str]) -> dict[str, li
     return {"casts": [(o[1], o[3], o[2]) for o in ops if o[0] == "_to_copy" and o[1]
                       and o[2][0] in floating and o[2] != o[1]],
             "listed": [(o[0], o[1], o[2]) for o in ops
-                       if o[0] in listed or o[0] == "scaled_dot_product_attention"]}
+                       if o[0] in listed or o[0] in FUSED]}
 
 
 def listed_ops() -> frozenset[str]:
