@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_count", "check_flag", "check_int", "check_real", "real_array"]
+__all__ = ["check_count", "check_flag", "check_int", "check_real", "flag_items", "real_array"]
 
 
 def check_flag(name: str, v: Any) -> bool:
@@ -82,3 +82,13 @@ def real_array(name: str, x: Any) -> Any:
         raise TypeError(f"{name} must hold real numbers (bool, int or float), got dtype "
                         f"{arr.dtype}")
     return arr
+
+
+def flag_items(values: list[str] | None, flag: str) -> list[str]:
+    """A list flag's items: ``a b``, ``a,b`` and ``a, b`` mean the same; empty items
+    (``,,``) are refused."""
+    items = [v.strip() for raw in values or [] for v in raw.split(",")]
+    if not items or any(not v for v in items):
+        raise ValueError(f"{flag} needs names separated by commas or spaces, got "
+                         f"{' '.join(values or []) or 'nothing'!r}")
+    return items
