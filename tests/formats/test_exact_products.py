@@ -70,7 +70,9 @@ def test_products_round_ties_to_even_and_keep_the_last_binade() -> None:
     1 + 2^-11 and its successor, even down), (1 + 3 2^-12)(1 + 2^-12) (a tie, even up),
     factors whose product is float32's largest finite value, its rounding threshold
     2^128 (1 - 2^-25) (overflows), half the smallest subnormal (a tie to +0) and just
-    above it. Expected: the oracle. Pass: bitwise."""
+    above it; in float64 two factors whose exact product is the threshold 2^1024 - 2^970
+    (overflows) and one just below it (a tie that stays finite). Expected: the oracle.
+    Pass: bitwise."""
     h = 2.0 ** -12
     big = float(np.float32(3.4028234663852886e38))
     rows = np.array([
@@ -85,10 +87,17 @@ def test_products_round_ties_to_even_and_keep_the_last_binade() -> None:
     _check(rows)
     assert products(rows[3:4])[0] == np.inf  # the rounding threshold itself overflows
     assert np.signbit(products(np.array([[-(2.0 ** -100), 2.0 ** -100]], np.float32))[0])
-    wide = np.array([[2.0 ** 1023, 2 - 2.0 ** -53], [2.0 ** 1023, 2 - 2.0 ** -52],
+    # float64's threshold 2^1024 - 2^970 = (2^27 - 1)(2^27 + 1) 2^970 exactly (a tie, even
+    # up to overflow; 2 - 2^-53 itself is not a float64), (2^27 - 1)^2 2^970 just below
+    # it (a tie inside the range), 2^1024 exactly, the largest finite, subnormals
+    lo, hi = (2.0 ** 27 - 1) * 2.0 ** 485, (2.0 ** 27 + 1) * 2.0 ** 485
+    wide = np.array([[lo, hi], [lo, lo], [2.0 ** 1023, 2.0], [2.0 ** 1023, 2 - 2.0 ** -52],
                      [2.0 ** -537, 2.0 ** -538], [2.0 ** -537, -(2.0 ** -537) * 1.5],
                      [2.0 ** -537, 2.0 ** -538 * (1 + 2.0 ** -52)]])
-    _check(wide, np.float64)  # float64's threshold, its largest finite, its subnormals
+    _check(wide, np.float64)
+    got = products(wide[:2], out=np.float64)  # the threshold overflows; below, a tie
+    want = np.array([np.inf, math.ldexp(2.0 ** 53 - 2.0 ** 27, 971)])
+    assert_bitwise_equal(got, want, msg="float64 products at the overflow threshold")
 
 
 def test_products_do_not_depend_on_the_order_of_the_factors() -> None:
