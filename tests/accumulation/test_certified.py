@@ -103,6 +103,25 @@ def test_a_sum_over_no_elements_is_positive_zero_in_numpys_shape(
 
 
 @pytest.mark.clause("ENG-MM-001")
+@pytest.mark.parametrize("kernels", ["numpy"] + (["compiled"] if compiled_available() else []))
+@pytest.mark.parametrize("a_shape,b_shape", [((0, 2, 3), (3, 4)), ((2, 0, 3), (3, 4)),
+                                             ((2, 3), (0, 3, 4)), ((2, 2, 0), (2, 0, 4)),
+                                             ((1, 2, 3), (0, 3, 4))])
+def test_a_product_with_an_empty_batch_or_matrix_is_positive_zero_in_numpys_shape(
+        a_shape: tuple[int, ...], b_shape: tuple[int, ...], kernels: str) -> None:
+    """Inputs: float32 ones with an empty batch, an empty M, or K = 0 (a sum of no
+    products), broadcast like numpy.matmul, on the specification and the compiled
+    kernels. Expected: numpy.matmul's shape, every element +0 (0x00000000). Pass: shape
+    equal, words equal (a product over an empty batch divided by it before)."""
+    a, b = np.ones(a_shape, np.float32), np.ones(b_shape, np.float32)
+    with ampref.use_kernels(kernels):
+        got = certified.matmul_f32(a, b)
+    want = np.matmul(a, b) * 0
+    assert got.shape == want.shape
+    assert got.view(np.uint32).tolist() == np.zeros(want.shape, np.uint32).tolist()
+
+
+@pytest.mark.clause("ENG-MM-001")
 def test_matmul_takes_the_gemm_bound_where_the_norm_bound_is_loose_and_stays_exact(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Inputs: one-hot rows against columns of sums of same-binade values (norm bound
