@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ampref.policy.autocast import DEVICE_POLICIES
+from ampref.policy.autocast import DEVICE_POLICIES, active
 
 from .base import UnsupportedOpError
 
@@ -246,8 +246,6 @@ class OutsideCastMode(TorchFunctionMode):  # type: ignore[misc]
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
-        from ampref.policy.autocast import active
-
         kwargs = kwargs or {}
         name = _op_name(func)
         on_device = self.ops.get(name) if name is not None else None
