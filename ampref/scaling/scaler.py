@@ -233,10 +233,11 @@ class LossScaler:
         self._watch(ev)
 
     def _log_raise(self) -> None:
-        """The audit event of an overflow at the floor (DeepSpeed raises): state unchanged."""
+        """The audit event of an overflow at the floor (DeepSpeed raises before it touches
+        its counters): the state is unchanged, and the event carries its counters as they are."""
         st = self.state
         self.audit.append(ScaleEvent(step=st.step + 1, found_inf=True, scale_before=st.scale,
-                                     scale_after=st.scale, growth_tracker=0,
+                                     scale_after=st.scale, growth_tracker=st.growth_tracker,
                                      hysteresis_tracker=st.hysteresis_tracker, action="raise"))
 
     def _watch(self, ev: ScaleEvent) -> None:

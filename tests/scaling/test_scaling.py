@@ -123,6 +123,25 @@ def test_deepspeed_raises_when_asked_to_back_off_at_the_minimum() -> None:
     assert s.events[-1].action == "raise"
 
 
+@pytest.mark.clause("SCL-FLR-003", "SCL-AUD-001")
+def test_the_raise_event_carries_the_unchanged_state_counters() -> None:
+    """Inputs: deepspeed from 1.0 (its minimum), hysteresis 1 (so the first overflow backs
+    off): three clean steps, then an overflow.
+    Expected: ScaleFloorError; the state keeps growth tracker 3 and scale 1.0, and the
+    "raise" event logs exactly those (DeepSpeed raises before it resets anything), not a
+    reset tracker. Pass: the event's scale and both counters equal the state's."""
+    s = LossScaler.from_profile("deepspeed", init_scale=1.0, hysteresis=1)
+    for _ in range(3):
+        s.update(False)
+    before = s.state
+    with pytest.raises(ScaleFloorError):
+        s.update(True)
+    ev = s.events[-1]
+    assert s.state == before and before.growth_tracker == 3
+    assert (ev.action, ev.scale_after, ev.growth_tracker, ev.hysteresis_tracker) == (
+        "raise", before.scale, before.growth_tracker, before.hysteresis_tracker)
+
+
 @pytest.mark.clause("SCL-PRF-008", "SCL-HYS-001", "SCL-FLR-002")
 def test_megatron_absorbs_hysteresis_minus_one_overflows_and_clamps_quietly() -> None:
     """Inputs: megatron from 4, interval 2, flags ``xxxx..xx``. Expected: scales 4, 2, 1,
