@@ -265,6 +265,31 @@ def test_dropout_keeps_an_element_whose_word_equals_the_threshold_and_drops_one_
     assert not F.dropout(x, 1.0 - 2.0**-34, seed=7).numpy().any()
 
 
+@pytest.mark.clause("ENG-DRP-001")
+def test_dropout_outside_training_or_with_p_zero_returns_the_input_and_draws_nothing() -> None:
+    """Inputs: float32 [1.5, -0, NaN, inf, 2^-149] with p in {0.3, 1.0}; F.dropout with
+    training=False (seeded and seedless), and with p = 0 in training; nn.Dropout(0.3) in
+    eval mode. Expected (torch's F.dropout(training=False) and nn.Dropout.eval()): the input
+    tensor itself, its bits unchanged; the global generator's state and the layer's
+    counter do not move. Pass: identity, equal bit patterns, equal states."""
+    from ampref.engine.creation import default_generator
+    from ampref.engine.nn.modules import Dropout
+
+    words = np.array([0x3FC00000, 0x80000000, 0x7FC00000, 0x7F800000, 0x1], np.uint32)
+    x = ampref.tensor(words.view(np.float32))
+    before = default_generator().state_dict()
+    calls = [F.dropout(x, p, training=False, **kw) for p in (0.3, 1.0)
+             for kw in ({}, {"seed": 5})] + [F.dropout(x, 0.0, seed=5)]
+    layer = Dropout(0.3, seed=5)
+    layer.eval()
+    calls.append(layer(x))
+    for out in calls:
+        assert out is x
+        got = out.numpy().view(np.uint32)
+        assert np.array_equal(got, words), [hex(w) for w in got]
+    assert default_generator().state_dict() == before and layer.offset == 0
+
+
 @pytest.mark.clause("ENG-SPC-001")
 def test_nan_and_inf_propagate_with_ieee_semantics() -> None:
     """Inputs: [NaN, inf, -inf, 0, -1]; fp16 60000 + 60000. Expected: relu(NaN) NaN,
