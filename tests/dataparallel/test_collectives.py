@@ -77,6 +77,22 @@ def test_orders_round_each_addition_where_they_say(order: str, want: float) -> N
     assert got.dtype == np.float32 and float(got[0]) == want
 
 
+@pytest.mark.clause("DPL-RED-003")
+def test_the_tree_pairs_neighbouring_ranks_and_carries_the_odd_last_one_up() -> None:
+    """Inputs: float32 ranks (1, 2^-24, -1, 0) and (1, 2^-24, -1, 0, 2^-24), order tree.
+    Expected: pairs (x0 + x1) + (x2 + x3): 1 + 2^-24 ties to 1, -1 + 0 = -1, so +0 (any
+    other pairing, as (x0 + x3) + (x2 + x1), keeps 2^-24); five ranks: the fifth waits
+    unchanged for the last level, 0 + 2^-24 = 2^-24 (adding it to -1 early gives +0).
+    Pass: equal bit patterns."""
+    four = np.array([[ONE], [TINY], [-ONE], [0.0]], dtype=np.float32)
+    got = all_reduce(four, order="tree")
+    assert got.view(np.uint32)[0] == 0, hex(int(got.view(np.uint32)[0]))
+    five = np.vstack([four, [[TINY]]]).astype(np.float32)
+    got = all_reduce(five, order="tree")
+    assert got.view(np.uint32)[0] == np.float32(TINY).view(np.uint32), \
+        hex(int(got.view(np.uint32)[0]))
+
+
 @pytest.mark.clause("DPL-RED-001")
 def test_the_ring_starts_each_chunk_one_rank_below_its_owner() -> None:
     """Inputs: one element over 3 ranks as (1, 2^-24, 2^-24) and (2^-24, 2^-24, 1), ring
