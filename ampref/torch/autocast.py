@@ -48,6 +48,7 @@ from .castargs import (
     replaced,
     with_float32_dtype,
 )
+from .emulated import device_autocast_off, emulating
 from .outsidecasts import OutsideCastMode
 
 __all__ = ["APPEND_DTYPE", "autocast", "casts_per_op", "overloads", "torch_registered"]
@@ -108,9 +109,10 @@ class _Region:
     """One region's registrations and its weight-cast cache (shared with nested regions,
     torch's cache lives until the outermost region ends)."""
 
-    def __init__(self, lower: torch.dtype | None, cache_enabled: bool,
+    def __init__(self, device: str, lower: torch.dtype | None, cache_enabled: bool,
                  cache: dict[int, tuple[torch.Tensor, torch.Tensor]]) -> None:
-        self.lower, self.cache_enabled, self.cache = lower, cache_enabled, cache
+        self.device, self.lower, self.cache_enabled, self.cache = (device, lower, cache_enabled,
+                                                                   cache)
 
     def cast(self, t: torch.Tensor, target: Format, cacheable: bool) -> torch.Tensor:
         """``t.to(target)``, served from the cache where torch's cached_cast would be."""
@@ -128,6 +130,11 @@ class _Region:
         """Cast ``op``'s eligible inputs as the active policy decides, then run it below
         the autocast key (nested ops are not cast again, as in torch); an op the policy
         does not list falls through."""
+        if device_autocast_off(self.device):
+            # torch.autocast(device, enabled=False) inside the region (custom_fwd's too)
+            # switched the emulated device's autocast off: no op is cast, as on the device
+            with torch._C._ExcludeDispatchKeyGuard(_KEYSET):
+                return op(*args, **kwargs)
         name = _name(op)
         flat = [a for a in leaves(args, kwargs) if isinstance(a, torch.Tensor)
                 and a.dtype.is_floating_point]
@@ -271,7 +278,9 @@ def autocast(device_type: str = "cuda", dtype: torch.dtype | None = None, enable
         if _LOCAL.cache is None:  # the outermost region: its cache ends with it
             _LOCAL.cache = {}
             stack.callback(setattr, _LOCAL, "cache", None)
-        region = _Region(lower, cache_enabled, _LOCAL.cache)
+        region = _Region(device_type, lower, cache_enabled, _LOCAL.cache)
+        if device_type != "cpu":
+            stack.enter_context(emulating(device_type))
         stack.enter_context(_torch_state(device_type, lower if lower in DEFAULT_DTYPE.values()
                                          else None, enabled, cache_enabled))
         lib = _register(region, pol)

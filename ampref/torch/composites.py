@@ -7,13 +7,14 @@ dispatched through the mode again: torch's own decompositions of composite ops, 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, cast
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .autocast import casts_per_op
+from .emulated import reopened
 from .base import HANDLERS
 from .passthrough import EXACT, has_complex, passes_through
 from .explicit import RECOMPOSED
@@ -37,23 +38,9 @@ def _reentered(mode: TorchDispatchMode) -> Iterator[None]:
         TorchDispatchMode.__exit__(mode, None, None, None)
 
 
-@contextmanager
-def _autocast_reopened() -> Iterator[None]:
-    """``AutocastCPU`` un-excluded inside an :func:`ampref.torch.autocast` region: a
-    dispatch mode runs with every key above it excluded, but in torch a composite that
-    reaches its backend kernel dispatches its parts afresh, through autocast. (torch's
-    own autocast flag reads as off inside a mode, so torch's native autocast is not
-    seen here; inside ``emulate`` every autocast is ampref's, TRC-CUD-001.)"""
-    if not casts_per_op():
-        yield
-        return
-    key = torch._C.DispatchKey.AutocastCPU
-    was = torch._C._dispatch_tls_is_dispatch_key_excluded(key)
-    torch._C._dispatch_tls_set_dispatch_key_excluded(key, False)
-    try:
-        yield
-    finally:
-        torch._C._dispatch_tls_set_dispatch_key_excluded(key, was)
+def _reopened() -> Any:
+    """The autocast key reopened for a composite's parts inside an ampref region."""
+    return reopened() if casts_per_op() else nullcontext()
 
 
 def decomposed(mode: TorchDispatchMode, func: Any, args: tuple[Any, ...],
@@ -66,7 +53,7 @@ def decomposed(mode: TorchDispatchMode, func: Any, args: tuple[Any, ...],
     off (``torch.inference_mode()``) the op reaches the mode whole. Decomposing it here
     gives the mode the same aten ops, cast alike, so inference computes what a training
     forward computes."""
-    with _reentered(mode), _autocast_reopened():
+    with _reentered(mode), _reopened():
         return func.decompose(*args, **kwargs)
 
 
@@ -83,7 +70,7 @@ def recomposed(mode: TorchDispatchMode, func: Any, args: tuple[Any, ...],
     parts = RECOMPOSED.get(name[:-1] if inplace else name)
     if parts is None or func._overloadname not in ("default", ""):
         return NotImplemented
-    with _reentered(mode), _autocast_reopened():
+    with _reentered(mode), _reopened():
         out = parts(*args, **kwargs)
     return args[0].copy_(out) if inplace else match_layout(func, args, kwargs, out)
 

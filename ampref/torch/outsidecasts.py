@@ -29,6 +29,7 @@ from torch.overrides import TorchFunctionMode
 from ampref.policy.autocast import DEVICE_POLICIES, active
 
 from .base import UnsupportedOpError
+from .emulated import device_autocast_off
 
 __all__ = ["OpCast", "OutsideCastMode", "SHIPPED", "UnknownCastRuleError",
            "outside_ops", "register_autocast", "rule"]
@@ -252,7 +253,9 @@ class OutsideCastMode(TorchFunctionMode):  # type: ignore[misc]
         if on_device is None or active()[0] is not self.policy:
             return func(*args, **kwargs)
         with torch._C._ExcludeDispatchKeyGuard(self.keyset):
-            if not on_device:
+            # no device kernel (CUDA falls through), or the device's autocast switched off
+            # inside the region (torch.autocast(device, enabled=False), custom_fwd)
+            if not on_device or device_autocast_off(self.device_type):
                 return func(*args, **kwargs)
             r = rule(str(name), self.device_type)
             if r is None:
