@@ -94,3 +94,32 @@ def test_grouped_query_attention_refuses_head_counts_that_do_not_divide() -> Non
     flat = ampref.tensor(np.ones((5, 8), np.float32))
     with pytest.raises(ValueError, match=r"enable_gqa needs heads on axis -3"):
         F.scaled_dot_product_attention(flat, flat, flat, enable_gqa=True)
+
+
+@pytest.mark.clause("ENG-ATT-002")
+@pytest.mark.parametrize("dim,heads,causal", [(16, 4, True), (16, 2, False), (12, 3, True),
+                                              (8, 8, False)])
+def test_the_attention_module_is_torchs_self_attention_with_the_same_weights(
+        dim: int, heads: int, causal: bool) -> None:
+    """ENG-ATT-002. Inputs: ampref nn.MultiheadAttention(dim, heads, causal, seed=3) on a
+    seeded float32 (2, 5, dim) batch; torch's nn.MultiheadAttention(dim, heads,
+    batch_first=True) in float64 given the same weights (in_proj = qkv, out_proj =
+    proj) and a boolean mask above the diagonal when causal. Expected: torch's output
+    up to float32 rounding (shapes with heads == dim/heads included, where a transposed
+    head layout still has the right shape). Pass: max |ours - torch| <= 2^-18 max
+    |torch|."""
+    torch = pytest.importorskip("torch")
+    m = ampref.nn.MultiheadAttention(dim, heads, causal=causal, seed=3)
+    x = np.random.default_rng(dim + heads).standard_normal((2, 5, dim)).astype(np.float32)
+    ours = m(ampref.tensor(x)).numpy().astype(np.float64)
+    ref = torch.nn.MultiheadAttention(dim, heads, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        for theirs, mine in ((ref.in_proj_weight, m.qkv.weight), (ref.in_proj_bias, m.qkv.bias),
+                             (ref.out_proj.weight, m.proj.weight),
+                             (ref.out_proj.bias, m.proj.bias)):
+            theirs.copy_(torch.from_numpy(mine.numpy().astype(np.float64)))
+        xt = torch.from_numpy(x.astype(np.float64))
+        mask = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1) if causal else None
+        want = ref(xt, xt, xt, attn_mask=mask, need_weights=False)[0].numpy()
+    err, size = float(np.abs(ours - want).max()), float(np.abs(want).max())
+    assert err <= 2.0**-18 * size, f"max error {err:.3g} against max |torch| {size:.3g}"
