@@ -197,8 +197,12 @@ def _hf(config: str, model: str, kw: dict[str, Any]) -> Build:
         cfg = getattr(transformers, config)(**{**HF_SIZES, **kw})
         cfg._attn_implementation = "eager"
         ids = torch.randint(0, 100, (2, 8))
+        # a padded second row: without one, some models drop an all-ones mask after
+        # reading its values, which fake tensors cannot do (their branch keeps it)
+        mask = torch.ones(2, 8, dtype=torch.long)
+        mask[1, 5:] = 0
         return getattr(transformers, model)(cfg), ids, \
-            lambda m, b: m(input_ids=b, labels=b).loss
+            lambda m, b: m(input_ids=b, attention_mask=mask.to(b.device), labels=b).loss
     return build
 
 
