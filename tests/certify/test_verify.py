@@ -118,3 +118,24 @@ def test_a_whole_run_names_the_peer_its_blocks_compared_with(fmt: str, peer: str
     assert res.peer_checked + res.peer_excluded == (res.checked if peer != "none" else 0)
     other = verify(fmt, "toward_zero", stride=1_000_003, workers=1, progress=False)
     assert other.peer == "none" and other.peer_checked == 0
+
+
+@pytest.mark.clause("FMT-VER-001")
+def test_the_summary_prints_the_peer_line_only_when_a_peer_was_checked() -> None:
+    """FMT-VER-001. Inputs: a VerifyResult with peer ml_dtypes (1,000 codes checked, 7
+    excluded, 2 mismatches, one first mismatch) and the same counts with peer "none".
+    Expected: the first summary has the line "codes checked against ml_dtypes: 1,000
+    (excluded documented deviations: 7); mismatches: 2" and the mismatch in hex and
+    ends FAIL; the second has no peer line. Pass: both."""
+    from ampref.certify.verify import VerifyResult, summary
+
+    res = VerifyResult(fmt="float16", rounding="nearest_even", checked=4096, peer="ml_dtypes",
+                       peer_checked=1000, peer_excluded=7, peer_mismatches=2,
+                       first=[("ml_dtypes", "0x3f800001", "0x3c00", "0x3c01")])
+    text = summary(res)
+    assert ("codes checked against ml_dtypes: 1,000 (excluded documented deviations: 7); "
+            "mismatches: 2") in text
+    assert "input 0x3f800001 ampref 0x3c00 reference 0x3c01" in text
+    assert text.endswith("result: FAIL")
+    alone = summary(VerifyResult(fmt="float16", rounding="nearest_even", checked=4096))
+    assert "codes checked against" not in alone and alone.endswith("result: PASS")
