@@ -68,7 +68,7 @@ AREAS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                 ("tests/formats",)),
     "policy": (("ampref/policy/autocast.py", "ampref/policy/policies.py",
                 "ampref/torch/autocast.py", "ampref/torch/outsidecasts.py",
-                "ampref/torch/castargs.py"),
+                "ampref/torch/castargs.py", "ampref/torch/emulated.py"),
                ("tests/policy", "tests/bridge")),
     "distributed": (("ampref/distributed/collectives.py", "ampref/distributed/semantics.py",
                      "ampref/distributed/step.py"),
