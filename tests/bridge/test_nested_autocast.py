@@ -92,3 +92,20 @@ def test_inside_emulate_a_cuda_scripts_own_autocast_calls_give_the_recorded_dtyp
     with at.emulate(), torch.autocast("cuda", dtype=DTYPES[dtype]):
         got = nested_cases.CASES[name](x, w)
     assert got == RECORD["cases"][name][dtype]
+
+
+@pytest.mark.clause("TRC-AUT-006")
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("name", sorted(RECORD["cases"]))
+def test_on_a_gpu_the_cases_give_the_fake_cuda_record(name: str, dtype: str) -> None:
+    """TRC-AUT-006, GPU only (skipped without CUDA; run by scripts/gpu_check.sh). Inputs:
+    float32 4x4 CUDA operands, the case ``name`` inside torch's own
+    torch.autocast("cuda", dtype). Expected: the dtypes recorded on fake CUDA tensors
+    without a GPU, i.e. the oracle this file replays is the device's behaviour. Pass:
+    every observed dtype equal."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    x, w = torch.randn(4, 4, device="cuda"), torch.randn(4, 4, device="cuda")
+    with torch.autocast("cuda", dtype=DTYPES[dtype]):
+        got = nested_cases.CASES[name](x, w)
+    assert got == RECORD["cases"][name][dtype]
