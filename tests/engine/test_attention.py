@@ -117,6 +117,7 @@ def test_the_attention_module_is_torchs_self_attention_with_the_same_weights(
         for theirs, mine in ((ref.in_proj_weight, m.qkv.weight), (ref.in_proj_bias, m.qkv.bias),
                              (ref.out_proj.weight, m.proj.weight),
                              (ref.out_proj.bias, m.proj.bias)):
+            assert mine is not None  # the module's projections have biases
             theirs.copy_(torch.from_numpy(mine.numpy().astype(np.float64)))
         xt = torch.from_numpy(x.astype(np.float64))
         mask = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1) if causal else None
