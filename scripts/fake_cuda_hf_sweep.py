@@ -104,6 +104,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--one", help="check one model type and print its JSON row")
     args = ap.parse_args(argv)
     if args.one:
+        from transformers.models.auto import modeling_auto
+
+        known = modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        if args.one not in known:
+            ap.error(f"--one {args.one!r} is not a causal-LM model type of transformers "
+                     f"(choose from its {len(known)}, e.g. {', '.join(sorted(known)[:3])})")
         print(json.dumps(one(args.one)))
         return 0
     if args.out is None:
