@@ -11,8 +11,8 @@ of ``ampref.backends`` and the shipped policies). Candidate sites are tokens of 
 area's source files (comments and strings never): comparisons flipped at their boundary
 (< and <=, > and >=, == and !=), + and -, * and /, integer literals +1, True and False,
 ``and`` and ``or``. A seeded sample of ``--per-area`` sites per area is applied one at a
-time; the area's tests run with ``-x`` and a fresh numba cache per mutant of the kernels
-room; a mutant is *caught* when they fail, *survives* when they pass, *timeout* past
+time; the area's tests run with ``-x`` and a fresh numba cache per mutant of the kernel
+rooms; a mutant is *caught* when they fail, *survives* when they pass, *timeout* past
 ``--timeout``. Each area's tests must pass unmutated first (else the area is reported
 as not measurable). ``--tests-at`` checks the tests out from another commit, so one
 sample of mutants scores two versions of the suite.
@@ -109,6 +109,47 @@ AREAS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                  ("tests/training",)),
     "verify": (("ampref/certify/verify.py", "ampref/certify/limits.py",
                 "ampref/certify/report.py", "ampref/certify/campaign.py"), ("tests/certify",)),
+    # rooms first measured on 2026-11-28 (seed 79): every module no area named before
+    "testing-kit": (("ampref/testing/assertions.py", "ampref/testing/blocks.py",
+                     "ampref/testing/matches.py", "ampref/testing/strategies.py",
+                     "ampref/testing/updates.py", "ampref/formats/ordinal.py"),
+                    ("tests/test_testing.py", "tests/testing")),
+    "engine-core": (("ampref/engine/creation.py", "ampref/engine/indices.py",
+                     "ampref/engine/rng.py", "ampref/engine/serialization.py",
+                     "ampref/engine/functional/shapes.py",
+                     "ampref/engine/functional/quantized.py", "ampref/engine/nn/base.py",
+                     "ampref/engine/nn/containers.py", "ampref/engine/nn/utils.py",
+                     "ampref/engine/nn/stateless.py", "ampref/engine/optim/groups.py"),
+                    ("tests/engine",)),
+    "kernels-compiled": (("ampref/kernels/certify_numba.py",
+                          "ampref/kernels/tensorcore_numba.py",
+                          "ampref/kernels/oracle_numba.py", "ampref/kernels/optim_numba.py",
+                          "ampref/kernels/bits.py", "ampref/kernels/switch.py"),
+                         ("tests/kernels", "tests/formats", "tests/accumulation",
+                          "tests/engine/test_nn_optim.py")),
+    "bridge-rest": (("ampref/torch/bagops.py", "ampref/torch/rangeops.py",
+                     "ampref/torch/pool3d.py", "ampref/torch/fusedops.py",
+                     "ampref/torch/evalnorm.py", "ampref/torch/rnnops.py",
+                     "ampref/torch/rreluops.py", "ampref/torch/specialfns.py",
+                     "ampref/torch/trilinear.py", "ampref/torch/weightnorm.py",
+                     "ampref/torch/ldexpop.py", "ampref/torch/countops.py",
+                     "ampref/torch/outargs.py", "ampref/torch/measures.py",
+                     "ampref/torch/cudacalls.py", "ampref/torch/jmpmode.py",
+                     "ampref/torch/shadowing.py", "ampref/torch/modes.py",
+                     "ampref/torch/base.py", "ampref/torch/report.py",
+                     "ampref/torch/recipes.py", "ampref/torch/replay.py"), ("tests/bridge",)),
+    "training-cli": (("ampref/training/command.py", "ampref/training/report.py",
+                      "ampref/training/corpus.py", "ampref/training/faults.py",
+                      "ampref/training/quantreport.py", "ampref/cli.py",
+                      "ampref/common/checks.py", "ampref/common/atomicio.py"),
+                     ("tests/training", "tests/bad_input", "tests/test_bad_input.py",
+                      "tests/engine/test_quantized_linear.py")),
+    "certify-cli": (("ampref/certify/command.py", "ampref/certify/pdf.py",
+                     "ampref/certify/plugin.py", "ampref/certify/device_campaign.py",
+                     "ampref/certify/verify_device.py", "ampref/accumulation/certify.py",
+                     "ampref/formats/peers.py"), ("tests/certify", "tests/formats")),
+    "backends-device": (("backends/cuda_kernels.py", "backends/kernelsrc.py",
+                         "backends/hostbuild.py"), ("tests/backends",)),
 }
 
 SWAPS = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "==", "+": "-",
@@ -258,8 +299,8 @@ def main(argv: list[str] | None = None) -> int:
             if baseline[m.area] != "survived":
                 continue
             original, line = apply(tree, m)
-            cache = tempfile.mkdtemp(prefix="ampref-mutants-numba-") if m.area == "kernels" \
-                else shared_cache
+            fresh = m.area.startswith("kernels")  # numba's cache misses inlined changes
+            cache = tempfile.mkdtemp(prefix="ampref-mutants-numba-") if fresh else shared_cache
             try:
                 status, secs = run_tests(tree, m.area, args.timeout, cache)
             finally:
