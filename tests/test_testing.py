@@ -7,7 +7,8 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ampref
 from ampref.testing import (arrays, assert_bitwise_equal, assert_within_ulps, hard_cases,
@@ -45,6 +46,60 @@ def test_hard_cases_reach_midpoints_specials_and_nan_payloads() -> None:
 
     collect()
     assert all(seen.values()), seen
+
+
+@pytest.mark.clause("FMT-IDN-004")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hard_cases_draw_quiet_and_signalling_nans_of_both_signs(dtype: type) -> None:
+    """Inputs: 400 derandomized draws of ``hard_cases('fp16', dtype)``. Expected: among
+    the NaNs, every (sign bit, quiet bit) pair, read from the drawn bit patterns (a float32
+    signalling NaN taken through a Python float comes back quiet). Pass: all four."""
+    ubits = np.uint32 if dtype == np.float32 else np.uint64
+    width, mant = 8 * np.dtype(dtype).itemsize, np.finfo(dtype).nmant
+    seen: set[tuple[int, int]] = set()
+
+    @settings(max_examples=400, database=None, derandomize=True)
+    @given(x=hard_cases("fp16", dtype=dtype))
+    def collect(x: np.floating) -> None:
+        assert type(x) is dtype
+        if np.isnan(x):
+            b = int(np.array([x]).view(ubits)[0])
+            seen.add((b >> (width - 1), (b >> (mant - 1)) & 1))
+
+    collect()
+    assert seen == {(0, 0), (0, 1), (1, 0), (1, 1)}
+
+
+@pytest.mark.clause("FMT-IDN-004")
+def test_a_cast_truncating_signalling_nans_to_infinity_is_caught_on_float32_inputs() -> None:
+    """Inputs: a float32 -> fp16 cast that is NumPy's for numbers but builds NaN results by
+    dropping the low 13 payload bits (what a shift-based kernel does), checked bitwise
+    against ``ampref.quantize`` on arrays of ``hard_cases('fp16')`` (float32, derandomized).
+    Expected: hypothesis finds a counterexample whose input is a NaN with no payload in its
+    top 10 bits, and the cast's result there is infinity (0x7c00 or 0xfc00 widened). Pass:
+    the AssertionError with such an input."""
+    from hypothesis.extra import numpy as hnp
+
+    def truncating(x: np.ndarray) -> np.ndarray:
+        bits = x.view(np.uint32)
+        nan_half = (((bits >> 16) & 0x8000) | 0x7C00 | ((bits >> 13) & 0x3FF)).astype(np.uint16)
+        with np.errstate(over="ignore"):
+            out = x.astype(np.float16)
+        return np.where(np.isnan(x), nan_half.view(np.float16), out)
+
+    @settings(max_examples=300, database=None, derandomize=True)
+    @given(x=hnp.arrays(np.float32, st.integers(1, 8), elements=hard_cases("fp16")))
+    def check(x: np.ndarray) -> None:
+        assert_bitwise_equal(truncating(x).astype(np.float32), ampref.quantize(x, "fp16"),
+                             nan="any", inputs=x)
+
+    with pytest.raises(AssertionError) as err:
+        check()
+    m = re.search(r"input 0x([0-9a-f]{8}) .*actual 0x([0-9a-f]{8})", str(err.value))
+    assert m is not None, str(err.value)
+    inp, act = int(m.group(1), 16), int(m.group(2), 16)
+    assert inp & 0x7F800000 == 0x7F800000 and inp & 0x7FE000 == 0 and inp & 0x1FFF != 0
+    assert act & 0x7FFFFFFF == 0x7F800000  # the NaN came out as infinity
 
 
 def test_bitwise_assertion_reports_hex_of_first_difference() -> None:

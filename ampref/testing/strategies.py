@@ -63,18 +63,34 @@ def _near(dt: np.dtype[Any], v: float, steps: int) -> float:
 
 
 def _nan_payloads(st: Any, dt: np.dtype[Any]) -> Any:
-    """Strategy of quiet and signalling NaNs of ``dt`` with every payload."""
+    """Strategy of NaNs of ``dt``, quiet and signalling, of either sign, with every payload.
+
+    Built from bit patterns and kept as ``dt`` scalars: a float32 signalling NaN passed
+    through a Python float comes back quiet (0x7f800001 -> 0x7fc00001), and that lost the
+    one input a truncating cast turns into infinity."""
     ubits = np.uint32 if dt == np.float32 else np.uint64
     width = dt.itemsize * 8
-    exp_bits = 8 if width == 32 else 11
-    mant_bits = width - 1 - exp_bits
-    quiet_exp = ((1 << exp_bits) - 1) << mant_bits  # all-ones exponent: inf/NaN
-    return st.integers(1, (1 << mant_bits) - 1).map(
-        lambda p: float(np.array([quiet_exp | p], dtype=ubits).view(dt)[0]))
+    mant_bits = int(np.finfo(dt).nmant)
+    nan_exp = ((1 << (width - 1 - mant_bits)) - 1) << mant_bits  # all-ones exponent
+    sign = st.sampled_from([0, 1 << (width - 1)])
+    payload = st.integers(1, (1 << mant_bits) - 1)  # 0 would be infinity
+    return st.builds(lambda s, p: np.array([s | nan_exp | p], dtype=ubits).view(dt)[0],
+                     sign, payload)
 
 
 def hard_cases(fmt: str | Format, *, dtype: Any = np.float32) -> Any:
-    """Strategy of inputs that stress a cast to ``fmt`` (in float32 or float64)."""
+    """Strategy of inputs that stress a cast to ``fmt``, as float32 or float64 scalars.
+
+    Draws: midpoints between neighbours of ``fmt`` (ties) and the inputs up to two steps
+    of ``dtype`` either side; ``fmt``'s landmarks (±0, the smallest subnormal and half of
+    it, the smallest normal, the maximum and the overflow thresholds) and ``dtype``'s own
+    extremes, each with neighbours; ±inf; NaNs of either sign, quiet and signalling, with
+    every payload (as bit patterns of ``dtype``: a signalling float32 NaN stays
+    signalling).
+
+    Raises:
+        ValueError: ``dtype`` is not float32 or float64.
+    """
     st = hypothesis_st()
     fmt = get_format(fmt)
     dt = np.dtype(dtype)
@@ -109,6 +125,6 @@ def hard_cases(fmt: str | Format, *, dtype: Any = np.float32) -> Any:
     # instead of its chain of lambdas
     @st.composite
     def hard_cases(draw: Any, fmt: str, dtype: str) -> Any:
-        return dt.type(draw(inner))
+        return dt.type(draw(inner))  # a dt scalar passes through with its bits
 
     return hard_cases(fmt.name, dt.name)
