@@ -70,8 +70,8 @@ def load(f: str | os.PathLike[str]) -> Any:
     if not zipfile.is_zipfile(f):
         raise ValueError(f"{os.fspath(f)!r} is not an ampref checkpoint (not an .npz archive)")
     try:
-        with np.load(f, allow_pickle=False) as z:
-            members = {k: z[k] for k in z.files}
+        with np.load(f, allow_pickle=False) as z:  # never unpickle: a pickle runs code
+            members = {k: _member(z, k, f) for k in z.files}
     except (zipfile.BadZipFile, EOFError, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise
@@ -87,6 +87,15 @@ def load(f: str | os.PathLike[str]) -> Any:
         raise ValueError(f"{os.fspath(f)!r}: unknown checkpoint version "
                          f"{structure.get('version') if isinstance(structure, dict) else '?'}")
     return _decode(structure.get("root"), members, "")
+
+
+def _member(z: Any, name: str, f: str | os.PathLike[str]) -> np.ndarray:
+    """One member of the archive; an object (pickled) member is refused by name."""
+    try:
+        return np.asarray(z[name])
+    except ValueError as e:  # NumPy: "Object arrays cannot be loaded when allow_pickle=False"
+        raise ValueError(f"{os.fspath(f)!r} is not an ampref checkpoint: member {name!r} is "
+                         f"a pickled object, which load never unpickles ({e})") from None
 
 
 def _encode(obj: Any, arrays: dict[str, np.ndarray], path: str) -> Any:

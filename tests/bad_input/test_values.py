@@ -163,6 +163,32 @@ def test_save_refuses_what_a_checkpoint_cannot_hold_and_load_names_a_foreign_fil
         ampref.load(tmp_path / "missing")
 
 
+class _Planted:
+    """An object whose unpickling records that it ran (what a hostile checkpoint does)."""
+
+    ran: list[str] = []
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (_Planted.ran.append, ("unpickled",))
+
+
+@pytest.mark.clause("ENG-SER-001")
+def test_load_refuses_a_pickled_member_without_running_it(tmp_path: Path) -> None:
+    """Inputs: a valid checkpoint rewritten with one extra member, an object array whose
+    pickle calls a function when loaded. Expected: ``ampref.load`` raises ValueError
+    naming the file and the member, and the function never ran. Pass: both."""
+    path = tmp_path / "c.ckpt"
+    ampref.save({"step": 1}, path)
+    with np.load(path) as z:
+        members = {k: z[k] for k in z.files}
+    members["evil"] = np.array([_Planted()], dtype=object)
+    with open(path, "wb") as out:  # a file object: np.savez would add ".npz" to a name
+        np.savez(out, allow_pickle=True, **members)
+    with pytest.raises(ValueError, match=r"c\.ckpt.*'evil'.*pickle"):
+        ampref.load(path)
+    assert _Planted.ran == []
+
+
 @pytest.mark.clause("ENG-SER-001")
 def test_a_failed_save_leaves_the_previous_checkpoint_intact(tmp_path: Path) -> None:
     """Inputs: a good checkpoint, then a save holding an unserialisable object to the same
