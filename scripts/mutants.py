@@ -120,7 +120,7 @@ AREAS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                      "ampref/engine/functional/quantized.py", "ampref/engine/nn/base.py",
                      "ampref/engine/nn/containers.py", "ampref/engine/nn/utils.py",
                      "ampref/engine/nn/stateless.py", "ampref/engine/optim/groups.py"),
-                    ("tests/engine",)),
+                    ("tests/engine", "tests/bad_input/test_values.py")),
     "kernels-compiled": (("ampref/kernels/certify_numba.py",
                           "ampref/kernels/tensorcore_numba.py",
                           "ampref/kernels/oracle_numba.py", "ampref/kernels/optim_numba.py",

@@ -230,10 +230,12 @@ def _like_source(input: Any, op: str) -> Tensor:
 
 
 def arange(start: float, end: float | None = None, step: float = 1, *,
-           dtype: str | Format | None = None, backend: str | Any = "numpy") -> Any:
+           dtype: str | Format | None = None, requires_grad: bool = False,
+           backend: str | Any = "numpy") -> Any:
     """``start, start + step, ...`` below ``end`` (``arange(n)`` is 0..n-1): int64 when
     every argument is an int and no dtype is given, as in torch; else float values rounded
-    once to ``dtype`` (float32)."""
+    once to ``dtype`` (float32). ``requires_grad`` as in :func:`tensor` (integer results
+    cannot require a gradient)."""
     for name, v in (("start", start), ("end", end), ("step", step)):
         if v is None and name != "end":
             raise TypeError(f"arange: {name} must be a real number, got None")
@@ -247,4 +249,4 @@ def arange(start: float, end: float | None = None, step: float = 1, *,
         start, end = 0, start
     if step == 0:
         raise ValueError("arange: step must not be zero")
-    return tensor(np.arange(start, end, step), dtype, False, backend)
+    return tensor(np.arange(start, end, step), dtype, requires_grad, backend)

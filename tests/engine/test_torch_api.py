@@ -102,3 +102,42 @@ def test_the_comparison_catches_a_swapped_positional_order() -> None:
     _, errors = differences("optim.SGD", ampref_params(old_sgd),
                             torch_params(torch.optim.SGD, "SGD"))
     assert errors and "not a prefix" in errors[0]
+
+
+_CREATIONS: dict[str, Any] = {
+    "tensor": lambda m, **kw: m.tensor([1.0, 2.0], **kw),
+    "tensor of ints": lambda m, **kw: m.tensor([1, 2], **kw),
+    "zeros": lambda m, **kw: m.zeros(2, 3, **kw),
+    "ones": lambda m, **kw: m.ones(2, 3, **kw),
+    "full": lambda m, **kw: m.full((2,), 1.5, **kw),
+    "full of an int": lambda m, **kw: m.full((2,), 3, **kw),
+    "rand": lambda m, **kw: m.rand(2, **kw),
+    "randn": lambda m, **kw: m.randn(2, **kw),
+    "zeros_like": lambda m, **kw: m.zeros_like(m.ones(2), **kw),
+    "ones_like": lambda m, **kw: m.ones_like(m.ones(2), **kw),
+    "arange of floats": lambda m, **kw: m.arange(0.0, 3.0, **kw),
+    "arange of ints": lambda m, **kw: m.arange(3, **kw),
+    "randint": lambda m, **kw: m.randint(0, 5, (3,), **kw),
+}
+
+
+@pytest.mark.clause("ENG-TEN-002")
+@pytest.mark.parametrize("name", sorted(_CREATIONS))
+def test_creation_functions_default_to_torchs_dtype_and_no_gradient(name: str) -> None:
+    """Inputs: each creation call with no ``dtype`` or ``requires_grad``, in ampref and in
+    torch (the oracle). Expected: the same dtype name, shape and ``requires_grad`` (an
+    integer tensor, which has no gradient, counts as False). Pass: all three equal."""
+    ours, theirs = _CREATIONS[name](ampref), _CREATIONS[name](torch)
+    assert (str(ours.dtype), tuple(ours.shape), getattr(ours, "requires_grad", False)) == (
+        str(theirs.dtype).removeprefix("torch."), tuple(theirs.shape), theirs.requires_grad)
+
+
+@pytest.mark.clause("ENG-TEN-002")
+@pytest.mark.parametrize("name", ["tensor", "zeros", "ones", "full", "rand", "randn",
+                                  "zeros_like", "ones_like", "arange of floats"])
+def test_float_creation_functions_require_a_gradient_when_asked(name: str) -> None:
+    """Inputs: each float creation call with ``requires_grad=True``, ampref and torch.
+    Expected: both tensors require a gradient. Pass: equal (True)."""
+    ours = _CREATIONS[name](ampref, requires_grad=True)
+    theirs = _CREATIONS[name](torch, requires_grad=True)
+    assert ours.requires_grad is theirs.requires_grad is True
