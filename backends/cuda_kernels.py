@@ -10,7 +10,13 @@ import numpy as np
 
 from .kernelsrc import TILE, device_source, mma_source
 
-__all__ = ["CudaKernels"]
+__all__ = ["CUBLAS_ENUMS", "CUDA_DATA_TYPES", "CudaKernels"]
+
+#: cudaDataType of each 16-bit operand format (CUDA's ``library_types.h``)
+CUDA_DATA_TYPES: dict[str, int] = {"float16": 2, "bfloat16": 14, "float32": 0}
+#: the cuBLAS enumerators ``gemm_ex`` passes (cuBLAS's ``cublas_api.h``)
+CUBLAS_ENUMS: dict[str, int] = {"CUBLAS_OP_N": 0, "CUBLAS_COMPUTE_32F": 68,
+                                "CUBLAS_GEMM_DEFAULT_TENSOR_OP": 99}
 
 
 class CudaKernels:
@@ -206,11 +212,13 @@ class CudaKernels:
         M, K = A.shape
         N = B.shape[1]
         C = cp.empty((M, N), dtype=cp.float32)
-        dtype = 2 if fmt_name == "float16" else 14  # CUDA_R_16F, CUDA_R_16BF
+        dtype = CUDA_DATA_TYPES[fmt_name]
         alpha = np.array(1.0, dtype=np.float32)
         beta = np.array(0.0, dtype=np.float32)
         handle = cp.cuda.device.get_cublas_handle()
-        cublas.gemmEx(handle, 0, 0, N, M, K, alpha.ctypes.data, B.data.ptr, dtype, N,
-                      A.data.ptr, dtype, K, beta.ctypes.data, C.data.ptr, 0, N,
-                      68, 99)  # CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP
+        op_n = CUBLAS_ENUMS["CUBLAS_OP_N"]
+        cublas.gemmEx(handle, op_n, op_n, N, M, K, alpha.ctypes.data, B.data.ptr, dtype, N,
+                      A.data.ptr, dtype, K, beta.ctypes.data, C.data.ptr,
+                      CUDA_DATA_TYPES["float32"], N, CUBLAS_ENUMS["CUBLAS_COMPUTE_32F"],
+                      CUBLAS_ENUMS["CUBLAS_GEMM_DEFAULT_TENSOR_OP"])
         return C
