@@ -193,3 +193,41 @@ def test_shadow_measures_normalisation_backwards_with_each_layers_own_eps() -> N
     assert len(backs) >= 2 and all(r.emulated for r in backs), rows.keys()
     for r in backs:
         assert r.max_rel < 1e-4, (r.op, r.max_rel, r.first)
+
+
+#: the outputs of each op that are statistics for torch's backward, not results, pinned
+#: to torch's aten schemas (native_functions.yaml): the norms return (out, mean, rstd) or
+#: (out, save_mean, save_invstd); the CPU flash attention returns (output, logsumexp)
+_SAVED_BY_SCHEMA: dict[str, tuple[Any, set[int]]] = {
+    "native_layer_norm": (lambda x: torch.ops.aten.native_layer_norm(
+        x, [8], None, None, 1e-5), {1, 2}),
+    "native_batch_norm": (lambda x: torch.ops.aten.native_batch_norm(
+        x, None, None, None, None, True, 0.1, 1e-5), {1, 2}),
+    "native_group_norm": (lambda x: torch.ops.aten.native_group_norm(
+        x, None, None, 4, 8, 1, 2, 1e-5), {1, 2}),
+    "_scaled_dot_product_flash_attention_for_cpu": (
+        lambda x: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            x.reshape(1, 1, 4, 8), x.reshape(1, 1, 4, 8), x.reshape(1, 1, 4, 8)), {1}),
+}
+
+
+@pytest.mark.clause("TRC-SHD-004")
+@pytest.mark.parametrize("op", sorted(_SAVED_BY_SCHEMA))
+def test_every_op_with_saved_statistics_measures_exactly_those_outputs_apart(op: str) -> None:
+    """Input: torch's own outputs of ``op`` on a (4, 8) float32 tensor, and a copy where
+    one output at a time has one element moved by one ulp. Expected: an output the aten
+    schema names a saved statistic (mean, rstd, save_invstd, logsumexp) gives no mismatch
+    and a relative error in saved_max_rel; a result output gives one mismatch of one ulp.
+    Pass: that, for every output of every op with saved statistics."""
+    make, saved = _SAVED_BY_SCHEMA[op]
+    x = torch.from_numpy(np.random.default_rng(5).standard_normal((4, 8)).astype(np.float32))
+    theirs = tuple(make(x))
+    for i in range(len(theirs)):
+        ours = [t.clone() for t in theirs]
+        flat = ours[i].reshape(-1)
+        flat[0] = float(np.nextafter(np.float32(flat[0]), np.float32(np.inf)))
+        rec = OpRecord(module="m", op=op)
+        compare(rec, op, (x,), theirs, tuple(ours))
+        got = ("saved" if (rec.mismatches, rec.saved_max_rel > 0) == (0, True) else
+               "result" if (rec.mismatches, rec.max_ulps) == (1, 1) else "neither")
+        assert got == ("saved" if i in saved else "result"), (op, i, rec)
