@@ -83,6 +83,55 @@ def _hf(config: str, model: str, **kw: Any) -> Build:
     return build
 
 
+def _ids(n: int = 8) -> Any:
+    return torch.randint(0, 100, (2, n), generator=torch.Generator().manual_seed(0))
+
+
+def _hf_task(config: str, model: str, batch: Callable[[], Any], loss: Callable[[Any, Any], Any],
+             **cfg: Any) -> Build:
+    """A transformers model that is not a causal LM: its config spelled out in full (the
+    size names differ by family), a batch maker and a loss on the model's output."""
+    def build() -> tuple[Any, Any, Callable[[Any, Any], Any]]:
+        import transformers
+        transformers.logging.set_verbosity_error()
+        return getattr(transformers, model)(getattr(transformers, config)(**cfg)), batch(), loss
+    return build
+
+
+def _masked_lm(model: Any, ids: Any) -> Any:
+    return model(input_ids=ids, labels=ids).loss
+
+
+def _seq2seq(model: Any, ids: Any) -> Any:
+    return model(input_ids=ids, decoder_input_ids=ids, labels=ids).loss
+
+
+def _image_labels(model: Any, x: Any) -> Any:
+    return model(pixel_values=x, labels=torch.tensor([0, 1])).loss
+
+
+def _ctc(model: Any, x: Any) -> Any:
+    labels = torch.randint(1, 20, (2, 3), generator=torch.Generator().manual_seed(1))
+    return model(input_values=x, labels=labels).loss
+
+
+def _whisper(model: Any, x: Any) -> Any:
+    return model(input_features=x, labels=_ids(6)).loss
+
+
+_BERT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "intermediate_size": 64, "vocab_size": 100, "max_position_embeddings": 64}
+_ENC_DEC = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2,
+            "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+            "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "vocab_size": 100}
+_VIT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "intermediate_size": 64, "image_size": 32, "patch_size": 8, "num_labels": 3}
+_SPEECH = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "intermediate_size": 64, "conv_dim": [16, 16], "conv_stride": [5, 4],
+           "conv_kernel": [10, 8], "num_conv_pos_embeddings": 16,
+           "num_conv_pos_embedding_groups": 4, "vocab_size": 20, "mask_time_prob": 0.0}
+
+
 #: name -> builder of (model, batch, loss)
 MODELS: dict[str, Build] = {
     "torchvision resnet18": _vision("torchvision", "resnet18", 64),
@@ -104,6 +153,41 @@ MODELS: dict[str, Build] = {
     "transformers Gemma2": _hf("Gemma2Config", "Gemma2ForCausalLM", num_key_value_heads=2,
                                head_dim=8, layer_types=["sliding_attention",
                                                         "full_attention"]),
+    "transformers GPT-2": _hf("GPT2Config", "GPT2LMHeadModel", n_embd=32, n_layer=2, n_head=4,
+                              n_positions=64),
+    "transformers BLOOM (ALiBi)": _hf("BloomConfig", "BloomForCausalLM", n_layer=2, n_head=4),
+    "transformers Mamba": _hf("MambaConfig", "MambaForCausalLM", state_size=4),
+    "transformers RWKV": _hf("RwkvConfig", "RwkvForCausalLM", attention_hidden_size=32,
+                             context_length=64),
+    "transformers XLNet": _hf_task("XLNetConfig", "XLNetLMHeadModel", _ids, _masked_lm, d_model=32,
+                                   n_layer=2, n_head=4, d_inner=64, vocab_size=100),
+    "transformers DeBERTa-v2": _hf_task("DebertaV2Config", "DebertaV2ForMaskedLM", _ids,
+                                        _masked_lm, **_BERT),
+    "transformers Longformer": _hf_task("LongformerConfig", "LongformerForMaskedLM", _ids,
+                                        _masked_lm, attention_window=4, **_BERT),
+    "transformers FNet (FFT)": _hf_task("FNetConfig", "FNetForMaskedLM", _ids, _masked_lm,
+                                        hidden_size=32, num_hidden_layers=2,
+                                        intermediate_size=64, vocab_size=100),
+    "transformers T5": _hf_task("T5Config", "T5ForConditionalGeneration", _ids, _seq2seq,
+                                d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                                vocab_size=100),
+    "transformers BART": _hf_task("BartConfig", "BartForConditionalGeneration", _ids, _seq2seq,
+                                  **_ENC_DEC),
+    "transformers Whisper": _hf_task(
+        "WhisperConfig", "WhisperForConditionalGeneration",
+        lambda: torch.randn(2, 16, 32, generator=torch.Generator().manual_seed(0)), _whisper,
+        **_ENC_DEC, num_mel_bins=16, max_source_positions=16, max_target_positions=16,
+        decoder_start_token_id=1, pad_token_id=0),
+    "transformers wav2vec 2.0 (CTC)": _hf_task(
+        "Wav2Vec2Config", "Wav2Vec2ForCTC",
+        lambda: torch.randn(2, 1600, generator=torch.Generator().manual_seed(0)), _ctc,
+        **_SPEECH),
+    "transformers BEiT": _hf_task("BeitConfig", "BeitForImageClassification", lambda: _image(32),
+                                  _image_labels, use_relative_position_bias=True, **_VIT),
+    "transformers Swin v2": _hf_task("Swinv2Config", "Swinv2ForImageClassification",
+                                     lambda: _image(32), _image_labels, image_size=32,
+                                     patch_size=4, embed_dim=16, depths=[1, 1],
+                                     num_heads=[2, 2], window_size=4, num_labels=3),
 }
 
 
@@ -122,6 +206,21 @@ def _step(build: Build, dtype: Any, ours: bool, device_type: str = "cpu",
     return logger.ops if logger is not None else []
 
 
+def _compare(build: Build, dtype: Any) -> dict[str, Any]:
+    """Both logs of one CPU autocast dtype: their length and first differing op, or the
+    op emulate refused (an op ampref has no reference for, named by its error)."""
+    theirs = _step(build, dtype, False)
+    try:
+        ours = _step(build, dtype, True)
+    except at.UnsupportedOpError as e:
+        return {"ops": len(theirs), "first_difference": None, "refused": str(e)[:300]}
+    first = next((i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b),
+                 None if len(theirs) == len(ours) else min(len(theirs), len(ours)))
+    return {"ops": len(theirs), "first_difference": first,
+            "torch": theirs[first] if first is not None and first < len(theirs) else None,
+            "ampref": ours[first] if first is not None and first < len(ours) else None}
+
+
 def check(name: str) -> dict[str, Any]:
     """One model's results: per CPU autocast dtype, the op count and the first
     differing op (None where the logs are equal); the CUDA-list run's outcome."""
@@ -132,16 +231,11 @@ def check(name: str) -> dict[str, Any]:
     except ImportError as e:
         return {**row, "skipped": str(e)}
     start = time.perf_counter()
+    # one step unlogged first: models that cache on first call (BEiT's relative position
+    # index in an lru_cache) would otherwise log that work in whichever run comes first
+    _step(build, torch.bfloat16, False, log=False)
     for dtype in (torch.bfloat16, torch.float16):
-        theirs, ours = _step(build, dtype, False), _step(build, dtype, True)
-        first = next((i for i, (a, b) in enumerate(zip(theirs, ours, strict=False))
-                      if a != b), None if len(theirs) == len(ours) else min(len(theirs),
-                                                                            len(ours)))
-        row[str(dtype)] = {"ops": len(theirs), "first_difference": first,
-                           "torch": theirs[first] if first is not None and
-                           first < len(theirs) else None,
-                           "ampref": ours[first] if first is not None and
-                           first < len(ours) else None}
+        row[str(dtype)] = _compare(build, dtype)
     try:
         _step(build, torch.float16, True, device_type="cuda", log=False)
         row["cuda_fp16_emulated"] = "ran, every op emulated"
@@ -153,7 +247,8 @@ def check(name: str) -> dict[str, Any]:
 
 def _summary(row: dict[str, Any]) -> str:
     cpu = " ".join(f"{d}: {row[d]['ops']} ops " + (
-        "equal" if row[d]["first_difference"] is None
+        f"refused ({row[d]['refused']})" if "refused" in row[d]
+        else "equal" if row[d]["first_difference"] is None
         else f"differ at op {row[d]['first_difference']}")
         for d in ("torch.bfloat16", "torch.float16"))
     return f"{cpu}; CUDA lists fp16 under emulate: {row['cuda_fp16_emulated']}"
