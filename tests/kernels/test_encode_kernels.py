@@ -164,6 +164,31 @@ def test_the_switch_names_the_choices_and_restores_the_previous_one() -> None:
         ampref.set_kernels(None)  # type: ignore[arg-type]
 
 
+@pytest.mark.clause("FMT-IMP-002")
+def test_without_numba_the_default_is_numpy_and_asking_for_compiled_names_numba() -> None:
+    """Input: a fresh process where numba cannot be imported (``sys.modules["numba"] =
+    None``, which is what ``find_spec`` reports for an uninstalled package too). Expected:
+    the default kernels are "numpy"; ``set_kernels("numpy")`` works; ``set_kernels(
+    "compiled")`` and ``AMPREF_KERNELS=compiled`` raise a ValueError that names numba.
+    Pass: the printed lines and the error text, as stated."""
+    code = ("import sys; sys.modules['numba'] = None\n"
+            "import ampref\n"
+            "print(ampref.get_kernels()); ampref.set_kernels('numpy'); print('numpy ok')\n"
+            "try:\n    ampref.set_kernels('compiled')\n"
+            "except ValueError as e:\n    print('refused:', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:2] == ["numpy", "numpy ok"], lines
+    assert lines[2].startswith("refused: kernels asks for the compiled kernels, but numba is "
+                               "not installed"), lines
+    env = dict(os.environ, AMPREF_KERNELS="compiled")
+    bad = subprocess.run([sys.executable, "-c", "import sys; sys.modules['numba'] = None\n"
+                          "import ampref; ampref.get_kernels()"],
+                         env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "but numba is not installed" in bad.stderr, bad.stderr
+
+
 def test_the_environment_variable_selects_the_kernels_of_a_fresh_process() -> None:
     code = "import ampref; print(ampref.get_kernels())"
     env = dict(os.environ, AMPREF_KERNELS="numpy")
