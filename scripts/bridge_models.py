@@ -245,7 +245,9 @@ def check(name: str) -> dict[str, Any]:
     return row
 
 
-def _summary(row: dict[str, Any]) -> str:
+def summary(row: dict[str, Any]) -> str:
+    """One line per model: each CPU dtype equal, differing (at which op) or refused, and
+    the CUDA-list run's outcome."""
     cpu = " ".join(f"{d}: {row[d]['ops']} ops " + (
         f"refused ({row[d]['refused']})" if "refused" in row[d]
         else "equal" if row[d]["first_difference"] is None
@@ -266,7 +268,7 @@ def main(argv: list[str]) -> int:
         return 2
     rows = [check(n) for n in (opts.names or MODELS)]
     for r in rows:
-        print(f"{r['model']}: {r.get('skipped') or _summary(r)}")
+        print(f"{r['model']}: {r.get('skipped') or summary(r)}")
     if opts.out:  # written whole or not at all: a failed write keeps the old file
         atomic_write(opts.out, json.dumps({"torch": torch.__version__, "models": rows},
                                           indent=1))
