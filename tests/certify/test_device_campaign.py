@@ -71,6 +71,34 @@ def test_the_device_matrix_checks_the_host_campaigns_chunks_and_names_its_backen
                                                    campaign.certificates(host))
 
 
+@pytest.mark.clause("CRT-DEV-001")
+def test_a_stride_past_the_chunk_size_leaves_empty_chunks_that_check_nothing_on_the_device(
+        device: DeviceBackend, tmp_path: Path) -> None:
+    """Input: one float16 nearest-even cell at a stride of 2^27 + 3, wider than a chunk
+    (2^26 patterns), on the emulated device and on the host campaign. Expected: the same
+    64 chunk files; each chunk checks exactly the multiples of the stride in its range
+    (counted here from the bounds: 0 or 1, so about half the chunks are empty and check
+    nothing), the device's counts equal the host's, and the cell's certificate counts
+    ceil(2^32 / stride) = 32 patterns. Pass: all."""
+    stride = (1 << 27) + 3
+    cell = campaign.matrix(["float16"], stride=stride, roundings=["nearest_even"],
+                           saturate=False, subnormals=True)
+    dev, host = tmp_path / "device", tmp_path / "host"
+    run_device(cell, dev, "cupy-campaign")
+    campaign.run_serial(cell, host)
+    d, h = _records(dev), _records(host)
+    assert d.keys() == h.keys() and len(d) == 64
+    empty = 0
+    for k, rec in d.items():
+        lo, hi = rec["chunk"] << 26, (rec["chunk"] + 1) << 26
+        want = len(range(-(-lo // stride) * stride, hi, stride))
+        assert (rec["checked"], h[k]["checked"], rec["mismatches"]) == (want, want, 0), k
+        empty += want == 0
+    assert empty >= 30
+    certs = campaign.certificates(dev)
+    assert [c["checked"] for c in certs] == [-(-(1 << 32) // stride)] == [32]
+
+
 @pytest.mark.clause("CRT-DEV-001", "CRT-BND-002")
 def test_chunks_are_reused_on_their_own_backend_only(device: DeviceBackend,
                                                      tmp_path: Path) -> None:
