@@ -71,20 +71,24 @@ def _vision(module: str, name: str, size: int, **kw: Any) -> Build:
     return build
 
 
+# The size every BERT-shaped transformers config is built at (a causal LM's keywords
+# override or extend it); token ids stay below its vocabulary.
+_BERT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "intermediate_size": 64, "vocab_size": 100, "max_position_embeddings": 64}
+
+
+def _ids(n: int = 8) -> Any:
+    return torch.randint(0, _BERT["vocab_size"], (2, n),
+                         generator=torch.Generator().manual_seed(0))
+
+
 def _hf(config: str, model: str, **kw: Any) -> Build:
     def build() -> tuple[Any, Any, Callable[[Any, Any], Any]]:
         import transformers
         transformers.logging.set_verbosity_error()
-        sizes = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-                 "intermediate_size": 64, "vocab_size": 100, "max_position_embeddings": 64}
-        cfg = getattr(transformers, config)(**{**sizes, **kw})
-        ids = torch.randint(0, 100, (2, 8), generator=torch.Generator().manual_seed(0))
-        return getattr(transformers, model)(cfg), ids, _causal_lm
+        cfg = getattr(transformers, config)(**{**_BERT, **kw})
+        return getattr(transformers, model)(cfg), _ids(), _causal_lm
     return build
-
-
-def _ids(n: int = 8) -> Any:
-    return torch.randint(0, 100, (2, n), generator=torch.Generator().manual_seed(0))
 
 
 def _hf_task(config: str, model: str, batch: Callable[[], Any], loss: Callable[[Any, Any], Any],
@@ -119,8 +123,6 @@ def _whisper(model: Any, x: Any) -> Any:
     return model(input_features=x, labels=_ids(6)).loss
 
 
-_BERT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-         "intermediate_size": 64, "vocab_size": 100, "max_position_embeddings": 64}
 _ENC_DEC = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2,
             "encoder_attention_heads": 4, "decoder_attention_heads": 4,
             "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "vocab_size": 100}

@@ -50,7 +50,8 @@ def test_pairwise_equals_a_float32_recursive_halving(a: np.ndarray, b: np.ndarra
         h = (len(p) + 1) // 2
         return np.float32(tree(p[:h]) + tree(p[h:]))
 
-    with np.errstate(over="ignore"):  # bf16 products may overflow fp32: both sides give inf
+    # bf16 products may overflow fp32 (both sides give inf), and inf + -inf gives NaN on both
+    with np.errstate(over="ignore", invalid="ignore"):
         products = [np.float32(x * y) for x, y in zip(a, b, strict=True)]
         want = np.float32(tree(products) + np.float32(0.5))
     got = acc.dot(a, b, 0.5, accumulation="pairwise", input_format="bf16")
