@@ -103,12 +103,14 @@ class TrainConfig:
         if self.precision not in MODES:
             raise TrainError(f"unknown precision mode {self.precision!r}; choose one of "
                              f"{', '.join(MODES)}")
+        self._validate_types()
+        # steps >= 1 too: a run of no step has no loss to report or compare
         for name in ("steps", "batch", "context", "width", "heads", "blocks", "checkpoint_every"):
             v = getattr(self, name)
-            if not isinstance(v, int) or v < (0 if name == "steps" else 1):
-                raise TrainError(f"--{name.replace('_', '-')} must be an integer >= "
-                                 f"{0 if name == 'steps' else 1}, got {v!r}")
-        if not isinstance(self.hist_every, int) or self.hist_every < 0:
+            if v < 1:
+                raise TrainError(f"--{name.replace('_', '-')} must be an integer >= 1, "
+                                 f"got {v!r}")
+        if self.hist_every < 0:
             raise TrainError(f"hist_every must be an integer >= 0, got {self.hist_every!r}")
         if self.recipe_profile not in RECIPE_PROFILES:
             raise TrainError(f"unknown --recipe-profile {self.recipe_profile!r}; choose one of "
@@ -135,12 +137,19 @@ class TrainConfig:
         if self.inject_nonfinite and MODES[self.precision].scaler is None:
             raise TrainError(f"--inject-nonfinite needs a mode with a loss scaler that skips "
                              f"non-finite steps (amp-fp16, fp16-static), not {self.precision!r}")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise TrainError(f"--seed must be an integer >= 0, got {self.seed!r}")
+        if not 0 <= self.seed < 2**32:
+            # below 2^32 every seed derived from it (TRN-QNT-003) fits in 64 bits
+            raise TrainError(f"--seed must be an integer in [0, 2**32), got {self.seed!r}")
         f32_max = float(np.finfo(np.float32).max)
-        if not (math.isfinite(self.static_scale) and 0 < self.static_scale <= f32_max):
-            raise TrainError(f"--static-scale must be a positive float32 value (at most 3.4e38), "
-                             f"got {self.static_scale!r}")
+        for name in ("static_scale", "init_scale"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and 0 < v <= f32_max):
+                flag = "--static-scale" if name == "static_scale" else "TrainConfig.init_scale"
+                raise TrainError(f"{flag} must be a positive float32 value (at most 3.4e38), "
+                                 f"got {v!r}")
+        bad_skip = [v for v in self.skip_steps if not 0 <= v < self.steps]
+        if bad_skip:  # a step the run never reaches would be removed silently
+            raise TrainError(f"skip_steps must lie in [0, --steps {self.steps}), got {bad_skip}")
         self._validate_parallel()
         if self.backend != "numpy":
             from ampref import backends  # type: ignore[attr-defined]  # mapped from backends/ (pyproject)
@@ -149,6 +158,28 @@ class TrainConfig:
                 here = [n for n in backends.names() if backends.available(n)]
                 raise TrainError(f"backend {self.backend!r} is not available here (choices: "
                                  f"{', '.join(here)})")
+
+    def _validate_types(self) -> None:
+        """Numbers are numbers (bool is not one), so a wrong type is named here instead of
+        failing inside a comparison or a run."""
+        ints = ("steps", "batch", "context", "width", "heads", "blocks", "checkpoint_every",
+                "hist_every", "seed")
+        reals = ("lr", "init_scale", "static_scale", "inject_nonfinite")
+        # Python's own int and float: a checkpoint stores the configuration as JSON
+        for name in ints + reals:
+            v = getattr(self, name)
+            kind: type | tuple[type, ...] = int if name in ints else (int, float)
+            if isinstance(v, bool) or not isinstance(v, kind):
+                want = "an int" if name in ints else "a float"
+                raise TypeError(f"TrainConfig.{name} must be {want}, got "
+                                f"{type(v).__name__} {v!r}")
+        if not isinstance(self.skip_steps, tuple) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in self.skip_steps):
+            raise TypeError(f"TrainConfig.skip_steps must be a tuple of integer steps, got "
+                            f"{self.skip_steps!r}")
+        if self.data is not None and not isinstance(self.data, str):
+            raise TypeError(f"TrainConfig.data must be a path as str or None, got "
+                            f"{type(self.data).__name__} {self.data!r}")
 
     def _validate_parallel(self) -> None:
         if isinstance(self.ranks, bool) or not isinstance(self.ranks, int) or self.ranks < 1:
@@ -164,9 +195,11 @@ class TrainConfig:
         for pair in self.plant:
             ok = (isinstance(pair, tuple) and len(pair) == 2
                   and all(isinstance(v, int) and not isinstance(v, bool) for v in pair))
-            if not ok or not (0 <= pair[0] and 0 <= pair[1] < self.ranks):
+            # a step the run never reaches would plant nothing, silently
+            if not ok or not (0 <= pair[0] < self.steps and 0 <= pair[1] < self.ranks):
                 raise TrainError(f"--plant-overflow takes STEP@RANK with 0 <= RANK < --ranks "
-                                 f"{self.ranks} and STEP >= 0, got {pair!r}")
+                                 f"{self.ranks} and 0 <= STEP < --steps {self.steps}, "
+                                 f"got {pair!r}")
         parallel = self.ranks > 1 or bool(self.plant)
         if parallel and MODES[self.precision].params != "float32":
             raise TrainError(f"--ranks/--plant-overflow reduce float32 master gradients; "

@@ -126,7 +126,8 @@ def test_the_ranks_change_the_weights_and_the_report_says_by_how_much(tmp_path: 
     ({"dp": "horovod"}, "unknown --dp 'horovod'; choose one of torch-ddp"),
     ({"reduce_dtype": "float64"}, "unknown --reduce-dtype 'float64'"),
     ({"ranks": 2, "plant": ((1, 2),)}, "STEP@RANK with 0 <= RANK < --ranks 2"),
-    ({"ranks": 2, "plant": ((-1, 0),)}, "STEP >= 0, got (-1, 0)"),
+    ({"ranks": 2, "plant": ((-1, 0),)}, "0 <= STEP < --steps 8, got (-1, 0)"),
+    ({"ranks": 2, "plant": ((8, 0),)}, "0 <= STEP < --steps 8, got (8, 0)"),
     ({"ranks": 2, "precision": "pure-fp16"}, "keeps float16 parameters"),
     ({"ranks": 2, "plant": (("3", 1),)}, "STEP@RANK with 0 <= RANK < --ranks 2"),
     ({"ranks": 2, "plant": ((True, 1),)}, "got (True, 1)"),
@@ -135,9 +136,9 @@ def test_the_ranks_change_the_weights_and_the_report_says_by_how_much(tmp_path: 
 ])
 def test_bad_data_parallel_configurations_are_named(changes: dict[str, object], msg: str) -> None:
     """Inputs: ranks 0, True, 3 with batch 8; dp 'horovod'; reduce dtype float64; plants on
-    a missing rank and a negative step; pure-fp16 with ranks; plants of a string step, a
-    bool step, a float step and a triple. Expected: TrainError with the listed message.
-    Pass: each."""
+    a missing rank, a negative step and step 8 of an 8-step run (never reached); pure-fp16
+    with ranks; plants of a string step, a bool step, a float step and a triple. Expected:
+    TrainError with the listed message. Pass: each."""
     with pytest.raises(TrainError) as e:
         replace(SMALL, **changes)  # type: ignore[arg-type]
     assert msg in str(e.value)

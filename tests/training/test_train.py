@@ -304,12 +304,14 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("args,msg", [
     (["--precision", "fp8-magic"], "invalid choice"),
     (["--compare", "fp32,fp9"], "unknown precision mode"),
-    (["--precision", "fp32", "--steps", "-3"], "--steps must be an integer >= 0"),
+    (["--precision", "fp32", "--steps", "-3"], "--steps must be an integer >= 1, got -3"),
+    (["--steps", "0"], "--steps must be an integer >= 1, got 0"),
     (["--precision", "fp32", "--inject-nonfinite", "0.1"], "needs a mode with a loss scaler"),
     (["--precision", "fp32", "--out", "/proc/ampref-no"], "not writable"),
 ])
 def test_bad_input_gives_one_clear_line_not_a_traceback(args: list[str], msg: str) -> None:
-    """Inputs: an unknown mode, an unknown compare mode, negative steps, injection without
+    """Inputs: an unknown mode, an unknown compare mode, negative steps, zero steps when
+    comparing (the compare plot once crashed on an empty loss curve), injection without
     a scaler, an unwritable out folder. Expected: exit 2 with the tabled message and no
     traceback. Pass: each."""
     r = _cli(*args)
