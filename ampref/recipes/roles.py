@@ -23,10 +23,14 @@ from typing import Any
 
 from .catalog import get_recipe
 
-__all__ = ["Operand", "GemmRecipe", "GEMM_RECIPES", "get_gemm_recipe", "ROLES"]
+__all__ = ["Operand", "GemmRecipe", "GEMM_RECIPES", "get_gemm_recipe", "RECIPE_PROFILES",
+           "ROLES"]
 
 #: the tensor each operand of each GEMM is made from
 ROLES = {"fprop": ("x", "w"), "dgrad": ("g", "w"), "wgrad": ("g", "x")}
+#: implementations whose arithmetic a GEMM recipe can follow (the ``profile`` of
+#: :func:`ampref.engine.functional.quantized.quantized_linear`)
+RECIPE_PROFILES = ("te", "torchao")
 
 
 @dataclass(frozen=True, kw_only=True)

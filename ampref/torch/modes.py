@@ -20,7 +20,7 @@ from .cudacalls import intercepted
 from .layout import match_layout
 from .measures import count_nonfinite
 from .outargs import functional_form, store
-from .recipes import RecipeLinears
+from .recipes import RecipeLinears, check_recipe_options
 
 __all__ = ["emulate"]
 
@@ -58,6 +58,7 @@ class emulate(ModeBase):  # noqa: N801 - used as a context manager, like torch.a
         if fallback not in ("error", "torch"):
             raise ValueError(f"fallback must be 'error' or 'torch', got {fallback!r}")
         self.fallback = fallback
+        check_recipe_options(recipe_profile, seed)
         self.linears = None if recipe is None else RecipeLinears(recipe, recipe_profile,
                                                                  accumulation, seed)
         if self.linears is not None:

@@ -21,12 +21,31 @@ from torch.overrides import TorchFunctionMode
 
 from ampref.engine.functional.quantized import QuantState, quantized_linear
 from ampref.engine.tensor import Tensor as EngineTensor
-from ampref.recipes.roles import get_gemm_recipe
+from ampref.kernels.srhash import check_seed
+from ampref.recipes.roles import RECIPE_PROFILES, get_gemm_recipe
 
 from .convert import engine, from_numpy, to_numpy
 from .report import Report
 
-__all__ = ["RecipeLinears"]
+__all__ = ["RecipeLinears", "check_recipe_options"]
+
+
+def check_recipe_options(profile: object, seed: object) -> None:
+    """Refuse a ``recipe_profile`` outside :data:`RECIPE_PROFILES` and a seed that is not an
+    int in [0, 2^64) (each call's stochastic-rounding seeds derive from it), whether or not
+    a recipe is chosen: a wrong value is named even where it would go unused.
+
+    Raises:
+        TypeError: the seed is not an int (bool included).
+        ValueError: an unknown profile, a seed out of range.
+    """
+    if not isinstance(profile, str) or profile not in RECIPE_PROFILES:
+        raise ValueError(f"emulate: recipe_profile must be one of {', '.join(RECIPE_PROFILES)}, "
+                         f"got {profile!r}")
+    try:
+        check_seed(seed)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"emulate: {e}") from None
 
 
 class _QuantLinear(torch.autograd.Function):
@@ -60,8 +79,7 @@ class RecipeLinears(TorchFunctionMode):
     def __init__(self, recipe: str, profile: str, accumulation: str, seed: int) -> None:
         super().__init__()
         get_gemm_recipe(recipe)  # ValueError naming the recipes
-        if profile not in ("te", "torchao"):
-            raise ValueError(f"recipe_profile must be 'te' or 'torchao', got {profile!r}")
+        check_recipe_options(profile, seed)
         self.recipe, self.profile, self.accumulation = recipe, profile, accumulation
         self.seed, self.calls = seed, 0
         self.states: dict[int, QuantState] = {}

@@ -11,6 +11,7 @@ import numpy as np
 
 from ampref.distributed.collectives import REDUCE_DTYPES
 from ampref.distributed.semantics import DEFAULT_DP, DP_PROFILES
+from ampref.recipes.roles import RECIPE_PROFILES
 from ampref.scaling.profiles import PROFILES
 
 __all__ = ["DEFAULT_COMPARE", "MAX_MODEL_BYTES", "MODES", "Mode", "RECIPE_PROFILES", "TrainConfig",
@@ -53,8 +54,6 @@ MODES: dict[str, Mode] = {
            ("mxfp8", "block linears in MXFP8 E4M3, E8M0 scales per 32"),
            ("nvfp4", "block linears in NVFP4 (SR gradients, Hadamard on wgrad)"))},
 }
-#: recipe profiles a run can use per mode (te everywhere; torchao where it ships the recipe)
-RECIPE_PROFILES = ("te", "torchao")
 DEFAULT_COMPARE = ("fp32", "amp-fp16", "amp-bf16", "fp16-noscale")
 
 

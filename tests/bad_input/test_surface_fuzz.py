@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import inspect
 import math
 import types
@@ -33,9 +34,12 @@ from ampref.engine import functional as F
 from ampref.engine.tensor import Tensor
 from ampref.policy import parse_policy, policy_names
 
+#: the torch bridge is part of the surface wherever torch is installed
+TORCH = importlib.util.find_spec("torch") is not None
 MODULES = ("ampref", "ampref.functional", "ampref.nn", "ampref.optim", "ampref.recipes",
            "ampref.tensorcore", "ampref.amp", "ampref.accumulation", "ampref.scaling",
-           "ampref.formats", "ampref.policy", "ampref.testing", "ampref.distributed")
+           "ampref.formats", "ampref.policy", "ampref.testing", "ampref.distributed",
+           *(("ampref.torch",) if TORCH else ()))
 FINITE = {"lr", "eps", "momentum", "dampening", "weight_decay", "p", "init_scale",
           "growth_factor", "backoff_factor", "min_scale", "max_scale", "epsilon", "scale",
           "warn_scale_below"}
@@ -188,6 +192,21 @@ def _surface() -> dict[str, tuple[Callable[..., Any], list[Any], dict[str, Any]]
         "ampref.distributed.divide_factors": (distributed.divide_factors,
                                               [dp, 4, "float16"], {}),
         "ampref.distributed.buckets": (distributed.buckets, [[10, 20], [100, 200]], {}),
+        **_bridge_surface(),
+    }
+
+
+def _bridge_surface() -> dict[str, tuple[Callable[..., Any], list[Any], dict[str, Any]]]:
+    """The torch bridge's calls (entered as contexts by :func:`_call`), where torch is."""
+    if not TORCH:
+        return {}
+    import torch
+
+    import ampref.torch as at
+    return {
+        "ampref.torch.emulate": (at.emulate, [], {"recipe": "nvfp4"}),
+        "ampref.torch.shadow": (at.shadow, [], {}),
+        "ampref.torch.autocast": (at.autocast, ["cpu"], {"dtype": torch.bfloat16}),
     }
 
 
@@ -212,6 +231,10 @@ EXEMPT = {
     # the per-rank step takes gradient pytrees: covered by tests/dataparallel
     "data_parallel_step", "save", "load",  # save/load: tests/bad_input/test_fuzz.py
     "autocast_", "GradScaler_",
+    # the bridge's records and errors; register_autocast changes a process-wide table
+    # (its bad inputs: tests/bridge/test_outside_casts.py); supported_ops takes none
+    "OpCast", "OpRecord", "Report", "UnknownCastRuleError", "UnsupportedOpError",
+    "register_autocast", "supported_ops",
 }
 
 

@@ -72,5 +72,26 @@ def test_an_unknown_recipe_or_profile_is_refused_with_the_choices() -> None:
     choices. Pass: both."""
     with pytest.raises(ValueError, match="unknown GEMM recipe 'fp4'; choose one of.*nvfp4"):
         at.emulate(recipe="fp4")
-    with pytest.raises(ValueError, match="recipe_profile must be 'te' or 'torchao'"):
+    with pytest.raises(ValueError, match="recipe_profile must be one of te, torchao, got 'ocp'"):
         at.emulate(recipe="mxfp8", recipe_profile="ocp")
+
+
+@pytest.mark.clause("TRC-EMU-003")
+@pytest.mark.parametrize("recipe", [None, "nvfp4"])
+@pytest.mark.parametrize("kw,error,msg", [
+    ({"recipe_profile": "ocp"}, ValueError, "recipe_profile must be one of te, torchao"),
+    ({"recipe_profile": None}, ValueError, "recipe_profile must be one of te, torchao, got None"),
+    ({"seed": -1}, ValueError, r"emulate: seed must be in \[0, 2\*\*64\), got -1"),
+    ({"seed": 2**64}, ValueError, r"emulate: seed must be in \[0, 2\*\*64\)"),
+    ({"seed": 1.5}, TypeError, "emulate: seed must be an int in .*got float"),
+    ({"seed": True}, TypeError, "emulate: seed must be an int in .*got bool"),
+    ({"seed": "1"}, TypeError, "emulate: seed must be an int in .*got str"),
+])
+def test_a_bad_profile_or_seed_is_refused_with_or_without_a_recipe(
+        recipe: str | None, kw: dict[str, object], error: type[Exception], msg: str) -> None:
+    """Inputs: emulate() with no recipe and with nvfp4, and one of: an unknown or missing
+    recipe_profile, a seed below 0 or at 2^64, a float, bool or str seed. Expected: the
+    listed error naming the value on construction, also where no recipe would use it
+    (these were accepted silently then). Pass: each."""
+    with pytest.raises(error, match=msg):
+        at.emulate(recipe=recipe, **kw)  # type: ignore[arg-type]
