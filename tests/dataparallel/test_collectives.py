@@ -57,6 +57,25 @@ def test_ring_chunks_follow_gloos_segment_grid() -> None:
     assert ring_chunks(1, 2, 4) == [(0, 1), (1, 1)]
 
 
+@pytest.mark.clause("DPL-RED-001")
+def test_a_segment_cap_makes_more_segments_than_twice_the_ranks() -> None:
+    """Inputs: 100 floats over 2 ranks with segments capped at 32 bytes; 1,000 floats over
+    3 ranks capped at 100 bytes; 100 floats over 2 ranks capped at 30 bytes (not a whole
+    number of floats). Expected: chunk bounds from gloo's segment formula with the cap
+    (worked in the comments): the segment count then exceeds 2N, the case the other
+    grids never reach. Pass: equal lists."""
+    # 400 bytes: min(ceil(400/4), 32) = 32-byte segments (8 floats); max(ceil(400/32), 4) =
+    # 13 segments, rounded up to 14 = 7 per rank: chunks of 56 floats, the last short
+    assert ring_chunks(100, 2, 4, max_segment_bytes=32) == [(0, 56), (56, 100)]
+    # 4,000 bytes: min(667, 100) = 100-byte segments (25 floats); max(40, 6) = 40, rounded
+    # up to 42 = 14 per rank: chunks of 350 floats
+    assert ring_chunks(1000, 3, 4, max_segment_bytes=100) == [(0, 350), (350, 700),
+                                                                (700, 1000)]
+    # the cap is cut to whole floats, 28 bytes (7 floats): max(ceil(400/28), 4) = 15,
+    # rounded up to 16 = 8 per rank: chunks of 56 floats
+    assert ring_chunks(100, 2, 4, max_segment_bytes=30) == [(0, 56), (56, 100)]
+
+
 ONE, TINY = np.float32(1.0), np.float32(2.0**-24)
 
 

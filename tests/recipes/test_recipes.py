@@ -327,6 +327,22 @@ def test_compare_names_the_block_scale_rule_between_te_and_torchao() -> None:
     assert (q.scales, q.elements, q.first) == (p.scales, p.elements, [])
 
 
+@pytest.mark.clause("REC-CMP-001")
+def test_compare_counts_each_differing_element_once_under_its_cause() -> None:
+    """Inputs: the 16x64 data above under te and torchao for NVFP4. Expected, from the two
+    profiles' own quantize outputs: ``elements`` = the element codes that differ, all of
+    them (here) in blocks whose scale codes differ, so ``causes`` holds one block-scale
+    cause with exactly that count. Pass: equal counts (not a cause per element twice)."""
+    x = _x(9, (16, 64))
+    qa, qb = (recipes.quantize(x, "nvfp4", profile=p) for p in ("te", "torchao"))
+    differ = qa.codes != qb.codes
+    in_rescaled_block = np.repeat(qa.scale_codes != qb.scale_codes, 16, axis=1)
+    assert differ.sum() > 0 and not (differ & ~in_rescaled_block).any()
+    (p,) = recipes.compare(x, "nvfp4", ("te", "torchao")).pairs
+    assert p.elements == int(differ.sum())
+    assert p.causes == {"block scale: te vs torchao rule (REC-NV4-002)": int(differ.sum())}
+
+
 @pytest.mark.clause("REC-AMX-001")
 @pytest.mark.parametrize("n", [1, 3, 7, 15, 16, 31, 33, 128])
 def test_block_amax_is_numpys_max_for_every_block_length(n: int) -> None:

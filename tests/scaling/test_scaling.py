@@ -129,14 +129,16 @@ def test_the_raise_event_carries_the_unchanged_state_counters() -> None:
     off): three clean steps, then an overflow.
     Expected: ScaleFloorError; the state keeps growth tracker 3 and scale 1.0, and the
     "raise" event logs exactly those (DeepSpeed raises before it resets anything), not a
-    reset tracker. Pass: the event's scale and both counters equal the state's."""
+    reset tracker, at the step that overflowed: the fourth, after the clean steps' 1, 2, 3.
+    Pass: the event's scale and both counters equal the state's; event steps 1, 2, 3, 4."""
     s = LossScaler.from_profile("deepspeed", init_scale=1.0, hysteresis=1)
     for _ in range(3):
         s.update(False)
     before = s.state
-    with pytest.raises(ScaleFloorError):
+    with pytest.raises(ScaleFloorError, match="step 4 overflowed again"):
         s.update(True)
     ev = s.events[-1]
+    assert [e.step for e in s.events] == [1, 2, 3, 4]
     assert s.state == before and before.growth_tracker == 3
     assert (ev.action, ev.scale_after, ev.growth_tracker, ev.hysteresis_tracker) == (
         "raise", before.scale, before.growth_tracker, before.hysteresis_tracker)

@@ -3,6 +3,7 @@ files and one-line errors (issue 5)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -57,6 +58,28 @@ def test_compare_writes_one_object_per_mode_with_the_required_fields(
             assert key in r
     assert data[0]["underflow_fraction"] == 0.0  # no low-precision gradients in fp32
     assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.clause("TRN-CMP-001")
+def test_each_fraction_is_over_all_elements_of_the_run(
+        compared: tuple[Path, list[dict]]) -> None:
+    """Inputs: the 60-step compare above; each fp16 mode's per-step counts in its
+    metrics.csv (gradient elements rounded into fp16, those that underflowed, those that
+    overflowed). Expected: compare.json's underflow and overflow fractions are the run's
+    summed counts over its summed elements (TRN-CMP-001), each in [0, 1], fp16-noscale's
+    underflow above 0 (its unscaled gradients reach fp16's subnormals). Pass: equal
+    within one float64 rounding of the quotient, the bounds hold."""
+    out, _ = compared
+    data = {r["mode"]: r for r in json.loads((out / "compare.json").read_text())}
+    for mode in ("amp-fp16", "fp16-noscale"):
+        with open(out / mode / "metrics.csv", newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r["removed"] != "True"]
+        low = sum(int(r["low_elements"]) for r in rows)
+        for kind in ("underflow", "overflow"):
+            want = sum(int(r[kind]) for r in rows) / low
+            assert data[mode][f"{kind}_fraction"] == pytest.approx(want, rel=2**-52, abs=0)
+            assert 0.0 <= data[mode][f"{kind}_fraction"] <= 1.0
+    assert data["fp16-noscale"]["underflow_fraction"] > 0.0
 
 
 @pytest.mark.clause("TRN-CMP-002")
