@@ -6,7 +6,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_count", "check_flag", "check_int", "check_real", "flag_items", "real_array"]
+__all__ = ["TensorIndexError", "check_count", "check_flag", "check_int", "check_real",
+           "flag_items", "real_array"]
+
+
+class TensorIndexError(IndexError, ValueError):
+    """An index that torch refuses with ``IndexError`` (out of bounds, too many indices, a
+    float index): an ``IndexError`` for code written against torch, and a ``ValueError``
+    like every other bad argument of ampref (API-ERR-001)."""
 
 
 def check_flag(name: str, v: Any) -> bool:

@@ -30,6 +30,16 @@ def _F() -> Any:
     return functional
 
 
+def _one_dim(x: Any, dim: Any, what: str) -> int:
+    """``dim`` normalised against ``x``'s dims, or a named error (a dim past the shape is
+    refused, never wrapped or passed to NumPy); through the functional hook (one import
+    edge back into the ops, as every method here)."""
+    try:
+        return int(_F().core.one_dim(x, dim))
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{what}: {e}") from None
+
+
 def _dims(shape: tuple[Any, ...]) -> tuple[int, ...]:
     """``view(2, 3)`` and ``view((2, 3))`` both mean the shape (2, 3)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -39,8 +49,18 @@ def _dims(shape: tuple[Any, ...]) -> tuple[int, ...]:
 
 # -- shape queries ---------------------------------------------------------------------
 def size(self: Any, dim: int | None = None) -> Any:
-    """The shape as a tuple (torch.Size is a tuple), or its length along ``dim``."""
-    return self.shape if dim is None else self.shape[dim]
+    """The shape as a tuple (torch.Size is a tuple), or its length along ``dim``.
+
+    Raises:
+        TypeError / ValueError: ``dim`` not an int in [-ndim, ndim), or any dim of a 0-d
+            tensor (it has none).
+    """
+    if dim is None:
+        return self.shape
+    d = _one_dim(self, dim, "size")
+    if not self.shape:
+        raise ValueError(f"size: dim {dim} of a 0-d tensor (it has no dims)")
+    return self.shape[d]
 
 
 def numel(self: Any) -> int:
@@ -82,7 +102,7 @@ def flatten(self: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
     n = len(self.shape)
     if n == 0:
         return _F().reshape(self, (1,))
-    lo, hi = start_dim % n, end_dim % n
+    lo, hi = _one_dim(self, start_dim, "flatten"), _one_dim(self, end_dim, "flatten")
     if lo > hi:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
                          f"for a tensor of shape {self.shape}")
@@ -154,17 +174,23 @@ def argmax(self: Any, dim: int | None = None, keepdim: bool = False) -> IndexTen
     """Index of the largest value (the first one on ties; NaN counts as largest, as
     in torch); an integer tensor without gradient."""
     xp = self.backend.xp
-    if dim is None:
+    if dim is None or not self.shape:  # a 0-d tensor's dim 0 / -1 is its one element
+        if dim is not None:
+            _one_dim(self, dim, "argmax")
         return IndexTensor(xp.argmax(self.data.reshape(-1)), self.backend)
-    return IndexTensor(xp.argmax(self.data, axis=dim, keepdims=keepdim), self.backend)
+    axis = _one_dim(self, dim, "argmax")
+    return IndexTensor(xp.argmax(self.data, axis=axis, keepdims=keepdim), self.backend)
 
 
 def argmin(self: Any, dim: int | None = None, keepdim: bool = False) -> IndexTensor:
 
     xp = self.backend.xp
-    if dim is None:
+    if dim is None or not self.shape:
+        if dim is not None:
+            _one_dim(self, dim, "argmin")
         return IndexTensor(xp.argmin(self.data.reshape(-1)), self.backend)
-    return IndexTensor(xp.argmin(self.data, axis=dim, keepdims=keepdim), self.backend)
+    axis = _one_dim(self, dim, "argmin")
+    return IndexTensor(xp.argmin(self.data, axis=axis, keepdims=keepdim), self.backend)
 
 
 def tolist(self: Any) -> Any:

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ampref.common.checks import TensorIndexError
+
 from ..tensor import Tensor
 from .core import (autocast_inputs, backend_of, check_tensor, dims_of, host_index, index_data,
                    make, one_dim, promote, sum_to, to_format)
@@ -71,9 +73,14 @@ def index(input: Tensor, idx: Any) -> Tensor:
     x = check_tensor(input, "index")
     be = x.backend
     if isinstance(idx, Tensor):
-        idx = idx.data.astype(np.int64)
+        # torch refuses float index tensors; truncating 0.5 to row 0 would be silent
+        raise TensorIndexError(f"tensors used as indices must hold integers or bools, got "
+                               f"a {idx.format.name} tensor")
     idx = index_data(idx)
-    out = x.data[idx]
+    try:
+        out = x.data[idx]
+    except IndexError as e:  # NumPy's words, with the shape and the index named
+        raise TensorIndexError(f"index {idx!r} of a tensor of shape {x.shape}: {e}") from None
 
     def bwd(g: Any) -> tuple[Any]:
         acc = be.xp.zeros(x.shape, dtype=be.xp.float64)
