@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TensorIndexError", "check_count", "check_flag", "check_int", "check_real",
-           "flag_items", "real_array"]
+__all__ = ["TensorIndexError", "check_count", "check_flag", "check_instance", "check_int",
+           "check_real", "flag_items", "real_array"]
 
 
 class TensorIndexError(IndexError, ValueError):
@@ -26,6 +26,18 @@ def check_flag(name: str, v: Any) -> bool:
     if not isinstance(v, (bool, np.bool_)):
         raise TypeError(f"{name} must be a bool (True/False), got {type(v).__name__}: {v!r}")
     return bool(v)
+
+
+def check_instance(name: str, v: Any, cls: type, context: str) -> None:
+    """Refuse a ``v`` that is not a ``cls`` (a record such as a scaler config or state)
+    before any field of it is read, which would fail with a foreign AttributeError.
+
+    Raises:
+        TypeError: the expected class, the type and value given, and the context.
+    """
+    if not isinstance(v, cls):
+        raise TypeError(f"{context}: {name} must be a {cls.__name__}, got "
+                        f"{type(v).__name__}: {v!r}"[:300])
 
 
 def check_count(name: str, v: Any, lo: int = 1) -> int:

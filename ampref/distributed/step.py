@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ampref.accumulation.certified import sum_f32
-from ampref.common.checks import check_count, check_flag
+from ampref.common.checks import check_count, check_flag, check_instance
 
 from .collectives import REDUCE_DTYPES, all_reduce, to_reduce_dtype
 from .semantics import DataParallel, fsdp_predivide
@@ -89,8 +89,10 @@ def divide_factors(dp: DataParallel, ranks: int, dtype: str) -> tuple[float, flo
     """(pre, post) divisors of the average for ``ranks`` ranks reducing in ``dtype``.
 
     Raises:
-        TypeError / ValueError: ``ranks`` not an int >= 1.
+        TypeError / ValueError: ``dp`` not a :class:`DataParallel` row, ``ranks`` not an
+            int >= 1, an unknown ``dtype``.
     """
+    check_instance("dp", dp, DataParallel, "divide_factors")
     check_count("ranks", ranks)
     if dtype not in REDUCE_DTYPES:
         raise ValueError(f"unknown reduce dtype {dtype!r}; choose one of "

@@ -13,6 +13,8 @@ Imports: ``ampref.common``, ``ampref.formats`` and ``ampref.accumulation``.
 import numpy as np
 import numpy.typing as npt
 
+from ampref.common.checks import check_instance
+
 from .catalog import PROFILES, RECIPES, Profile, Recipe, get_profile, get_recipe
 from .compare import Comparison, compare
 from .gemm import matmul
@@ -33,6 +35,11 @@ __all__ = ["quantize", "dequantize", "compare", "matmul", "Quantized", "Comparis
 
 def dequantize(q: Quantized) -> npt.NDArray[np.float32]:
     """float32 values of a :class:`Quantized` from its codes and scales (REC-DEQ-001);
-    equal to ``q.values``."""
+    equal to ``q.values``.
+
+    Raises:
+        TypeError: ``q`` is not a :class:`Quantized`.
+    """
+    check_instance("q", q, Quantized, "dequantize")
     return _dequantize_codes(q.codes, q.element, q.scales, q.tile, q.codes.shape,
                              q.global_scale)

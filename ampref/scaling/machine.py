@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ampref.common.checks import check_flag
+from ampref.common.checks import check_flag, check_instance
 
 __all__ = [
     "LossScaleWarning",
@@ -197,6 +197,7 @@ def initial_state(cfg: ScalerConfig) -> ScalerState:
         ValueError: init_scale overflows to inf or underflows to 0 in the profile's
             storage (float32 for torch, Keras, jmp, Megatron).
     """
+    check_instance("cfg", cfg, ScalerConfig, "initial_state")
     scale = store_scale(cfg.init_scale, cfg.arith)
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"init_scale {cfg.init_scale!r} becomes {scale!r} when stored as "
@@ -268,7 +269,9 @@ def _growth_due(cfg: ScalerConfig, st: ScalerState, tracker: int, step: int) -> 
 def transition(cfg: ScalerConfig, st: ScalerState,
                found_inf: bool) -> tuple[ScalerState, ScaleEvent]:
     """The pure update rule (module docstring). Raises :class:`ScaleFloorError`, and
-    TypeError for a ``found_inf`` that is not a bool."""
+    TypeError for a ``cfg``, ``st`` or ``found_inf`` of another type."""
+    check_instance("cfg", cfg, ScalerConfig, "transition")
+    check_instance("st", st, ScalerState, "transition")
     found_inf = check_flag("found_inf", found_inf)
     step = st.step + 1
     if found_inf:

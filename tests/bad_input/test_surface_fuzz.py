@@ -1,6 +1,7 @@
 """A signature fuzz over the public surface (API-ERR-001, issue 38): every public callable
 of ampref's modules is either called here or exempted with a reason; for each call, each
-parameter whose annotation is int, float, bool, a name choice, an array or a Tensor is
+parameter whose annotation is int, float, bool, a name choice, an array, a Tensor or one
+of ampref's record classes (a scaler config, a quantized tensor, a data-parallel row) is
 replaced, one at a time (keyword-only and defaulted ones too), by values that are wrong
 for that annotation. The call must raise ValueError or TypeError naming the problem:
 any other exception is *foreign*, no exception is *silent*. Both counts must be 0.
@@ -8,7 +9,8 @@ any other exception is *foreign*, no exception is *silent*. Both counts must be 
 Wrong values per kind: int: 1.5, "2", [], None (unless Optional); float: "x", [], 1j,
 None, and NaN/inf for parameters that need a finite number (rates, scales, epsilons,
 probabilities); bool: "yes", 2, None; a name choice: "no-such-name", 3.5, None; an array:
-complex, object and string arrays, None; a Tensor: "x", None."""
+complex, object and string arrays, None; a Tensor: "x", None; a record: "x", 3, None (a
+foreign AttributeError from reading its fields is what this catches)."""
 
 from __future__ import annotations
 
@@ -257,6 +259,8 @@ def _kind(hint: Any) -> tuple[str | None, bool]:
         return "float", optional
     if str in args and all(a is str or isinstance(a, type) for a in args):
         return "choice", optional
+    if len(args) == 1 and isinstance(args[0], type) and args[0].__module__.startswith("ampref"):
+        return "record", optional
     return None, optional
 
 
@@ -269,6 +273,7 @@ def _bad_values(kind: str, optional: bool, name: str, free: bool) -> list[Any]:
         "choice": ([] if free or name in FREE_TEXT else ["no-such-name"]) + [3.5] + none,
         "array": [np.array([1j, 2j]), np.ones((2, 2), object), np.array(["a", "b"])] + none,
         "tensor": ["x"] + none,
+        "record": ["x", 3] + none,
     }
     return table[kind]
 
