@@ -27,7 +27,7 @@ from ampref.common.checks import check_flag
 from ampref.formats.cast import decode, encode, quantize, quantize_with_words
 from ampref.formats.table import Encoding, Format, get_format
 from ampref.formats.rounding import RoundingMode, get_rounding
-from ampref.kernels.srhash import random_bits_at
+from ampref.kernels.srhash import check_seed, random_bits_at
 
 __all__ = ["reference_quantize", "VerifyResult", "verify", "verify_block"]
 
@@ -270,6 +270,7 @@ def verify(fmt: str | Format, rounding: str = "nearest_even", *, stride: int = 1
     saturate, subnormals = check_flag("saturate", saturate), check_flag("subnormals", subnormals)
     if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
         raise ValueError(f"stride must be a positive int, got {stride!r}")
+    seed = check_seed(seed)  # here, not in a worker after the progress bar has started
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ValueError(f"workers must be an int in [1, {MAX_WORKERS}] (processes on this "
                          f"machine's {os.cpu_count() or 1} cores), got {workers!r}")

@@ -25,6 +25,7 @@ import numpy as np
 from ampref.common.checks import check_flag
 from ampref.formats.rounding import RoundingMode, get_rounding
 from ampref.formats.table import get_format
+from ampref.kernels.srhash import check_seed
 from .verify import VerifyResult, reference_quantize
 
 __all__ = ["DEVICE_BLOCK", "verify_device"]
@@ -71,6 +72,7 @@ def verify_device(fmt: Any, rounding: str = "nearest_even", *, backend: Any = "c
                          f"counter is the element's place), got stride={stride}")
     if isinstance(block, bool) or not isinstance(block, int) or block < 1:
         raise ValueError(f"block must be a positive int, got {block!r}")
+    seed = check_seed(seed)  # named before the backend is imported
     be = backends.resolve(backend)
     if be.xp is np or not hasattr(be.xp, "asnumpy"):
         raise ValueError(f"verify_device needs a device backend (cupy), got {be.name!r}; "

@@ -24,6 +24,11 @@ BAD = [
     ("verify --backend cupy --matrix e4m3 --results {tmp}",
      "--matrix campaigns run on host workers"),
     ("verify --backend cupy --rounding stochastic --stride 7", "needs stride=1"),
+    # one cell: the seed is checked before the workers start (a terminal saw the progress
+    # bar first) and before the device backend is imported (cupy's absence was named)
+    ("verify --rounding stochastic --seed 18446744073709551616 --stride 4099",
+     "seed must be in [0, 2**64), got 18446744073709551616"),
+    ("verify --backend cupy --rounding stochastic --seed -1", "seed must be in [0, 2**64)"),
     ("certify --out=", "--out is empty"),
     ("train --compare ,,", "--compare needs names separated by commas"),
     ("train --compare fp32,nope", "unknown precision mode(s) nope"),
