@@ -27,7 +27,7 @@ from ampref.common.atomicio import atomic_write
 
 from . import binding, campaign, evidence, imported, limits, qualification
 
-__all__ = ["LEVELS", "SMOKE_TESTS", "SUMMARY", "certify", "render_html"]
+__all__ = ["LEVELS", "SMOKE_TESTS", "SUMMARY", "certify", "pack_title", "render_html"]
 
 #: stride of the certificate matrix per level and format ("default": every other format).
 #: quick: every 65537th float32 pattern of each of the 336 cells (minutes on 2 cores);
@@ -261,10 +261,7 @@ def certify(out: str | Path, *, level: str = "quick", source: str | Path | None 
     doc["headline"] = _headline(doc, len(clauses))
     doc["limitations"] = limits.limitations(doc)
     doc["plan"] = [{"section": a, "fill": b} for a, b in limits.PLAN]
-    commit = doc["config"]["commit"]
-    commit = commit[:12] if all(ch in "0123456789abcdef" for ch in commit) else commit
-    doc["title"] = (f"ampref {doc['ident']['ampref']} evidence, {level} level, commit "
-                    f"{commit} ({doc['config']['working_tree']}): {doc['status']}")
+    doc["title"] = pack_title(doc, level)
     doc["seconds"] = time.perf_counter() - t0
     doc["plot"] = _plot(counts)
     atomic_write(str(dest / "certify.json"),
@@ -275,6 +272,16 @@ def certify(out: str | Path, *, level: str = "quick", source: str | Path | None 
     if pdf:
         _print(doc, dest)
     return doc
+
+
+def pack_title(doc: dict[str, Any], level: str) -> str:
+    """The pack's one-line title: version, level, the commit (a hex id cut to its first 12
+    digits, as git's short form; any other text, such as "not a git checkout", whole),
+    working-tree state and status."""
+    commit = doc["config"]["commit"]
+    commit = commit[:12] if all(ch in "0123456789abcdef" for ch in commit) else commit
+    return (f"ampref {doc['ident']['ampref']} evidence, {level} level, commit "
+            f"{commit} ({doc['config']['working_tree']}): {doc['status']}")
 
 
 def _print(doc: dict[str, Any], dest: Path) -> None:

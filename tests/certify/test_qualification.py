@@ -318,3 +318,20 @@ def test_the_limitations_and_the_plan_are_in_the_pack(
     assert [p["section"] for p in doc["plan"]] == [
         "Intended use", "Interfaces", "Operational environment", "Qualification activities",
         "Configuration management", "Independence"]
+
+
+@pytest.mark.clause("CRT-QUA-004")
+def test_the_title_names_the_commit_by_its_12_digit_short_id() -> None:
+    """Inputs: a pack's fields with a 40-digit commit, then with "not a git checkout".
+    Expected: the title "ampref 1.2 evidence, quick level, commit <first 12 hex digits>
+    (clean): PASSED", and the whole text where there is no commit id. Pass: equal
+    strings."""
+    from ampref.certify.report import pack_title
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    doc = {"config": {"commit": sha, "working_tree": "clean"}, "ident": {"ampref": "1.2"},
+           "status": "PASSED"}
+    assert pack_title(doc, "quick") == ("ampref 1.2 evidence, quick level, commit "
+                                        "0123456789ab (clean): PASSED")
+    doc["config"]["commit"] = "not a git checkout"
+    assert pack_title(doc, "smoke").endswith("commit not a git checkout (clean): PASSED")
