@@ -329,8 +329,8 @@ def test_the_title_names_the_commit_by_its_12_digit_short_id() -> None:
     from ampref.certify.report import pack_title
 
     sha = "0123456789abcdef0123456789abcdef01234567"
-    doc = {"config": {"commit": sha, "working_tree": "clean"}, "ident": {"ampref": "1.2"},
-           "status": "PASSED"}
+    doc: dict[str, Any] = {"config": {"commit": sha, "working_tree": "clean"},
+                           "ident": {"ampref": "1.2"}, "status": "PASSED"}
     assert pack_title(doc, "quick") == ("ampref 1.2 evidence, quick level, commit "
                                         "0123456789ab (clean): PASSED")
     doc["config"]["commit"] = "not a git checkout"
