@@ -142,10 +142,18 @@ def parse_policy(data: bytes, source: str) -> Policy:
     """A :class:`Policy` from the bytes of a policy TOML file (``source`` names it in errors).
 
     Raises:
+        TypeError: ``data`` not bytes (a path or text: read it with :func:`load_policy`),
+            ``source`` not a str.
         ValueError: not UTF-8, not TOML, or not a valid policy (the fault named).
     """
+    if not isinstance(source, str):
+        raise TypeError(f"parse_policy: source must be a str naming the policy, got "
+                        f"{type(source).__name__}: {source!r}")
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError(f"parse_policy: data must be the bytes of a policy file, got "
+                        f"{type(data).__name__} (for a path, use load_policy)")
     try:
-        raw = tomllib.loads(data.decode("utf-8"))
+        raw = tomllib.loads(bytes(data).decode("utf-8"))
     except UnicodeDecodeError as e:
         raise ValueError(f"autocast policy {source!r} is not UTF-8 text: {e}") from None
     except tomllib.TOMLDecodeError as e:

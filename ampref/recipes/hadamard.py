@@ -10,11 +10,13 @@ reference uses torch's float32 matmul, its kernel bf16 tensor-core MMAs).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
 from ampref.accumulation.models import matmul
-from ampref.common.checks import real_array
+from ampref.common.checks import check_count, real_array
 
 __all__ = ["SIGNS", "hadamard_matrix", "rht"]
 
@@ -23,9 +25,21 @@ SIGNS = (1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1)
 
 
 def hadamard_matrix(n: int = 16, signs: tuple[int, ...] | None = SIGNS) -> npt.NDArray[np.float64]:
-    """diag(signs) @ H_n (Sylvester), entries +-1; ``signs=None`` leaves H_n unsigned."""
-    if n < 1 or n & (n - 1):
+    """diag(signs) @ H_n (Sylvester), entries +-1; ``signs=None`` leaves H_n unsigned.
+
+    Raises:
+        TypeError: ``n`` not an int, ``signs`` not a sequence.
+        ValueError: ``n`` not a power of two; ``signs`` not ``n`` entries of +1 or -1.
+    """
+    n = check_count("n", n)
+    if n & (n - 1):
         raise ValueError(f"Hadamard size must be a power of two, got {n}")
+    if signs is not None:
+        if isinstance(signs, (str, bytes)) or not isinstance(signs, Sequence):
+            raise TypeError(f"signs must be a sequence of {n} entries +1/-1 or None, got "
+                            f"{type(signs).__name__}: {signs!r}")
+        if len(signs) != n or any(isinstance(s, bool) or s not in (1, -1) for s in signs):
+            raise ValueError(f"signs must be {n} entries, each +1 or -1, got {signs!r}")
     h = np.ones((1, 1))
     while h.shape[0] < n:
         h = np.block([[h, h], [h, -h]])

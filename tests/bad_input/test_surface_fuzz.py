@@ -10,7 +10,8 @@ Wrong values per kind: int: 1.5, "2", [], None (unless Optional); float: "x", []
 None, and NaN/inf for parameters that need a finite number (rates, scales, epsilons,
 probabilities); bool: "yes", 2, None; a name choice: "no-such-name", 3.5, None; an array:
 complex, object and string arrays, None; a Tensor: "x", None; a record: "x", 3, None (a
-foreign AttributeError from reading its fields is what this catches)."""
+foreign AttributeError from reading its fields is what this catches); bytes: a str, 3,
+None."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import math
 import types
 import typing
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -241,7 +242,11 @@ EXEMPT = {
 
 
 def _kind(hint: Any) -> tuple[str | None, bool]:
-    """(kind, optional) of an annotation: int, float, bool, choice, array, tensor."""
+    """(kind, optional) of an annotation: int, float, bool, choice, array, tensor, record,
+    bytes, ints (a sequence of ints, or an int or such a tuple)."""
+    if typing.get_origin(hint) is typing.Literal and all(
+            isinstance(a, str) for a in typing.get_args(hint)):
+        return "choice", False
     args = typing.get_args(hint) if isinstance(hint, types.UnionType) or \
         typing.get_origin(hint) is typing.Union else (hint,)
     optional = type(None) in args
@@ -253,6 +258,11 @@ def _kind(hint: Any) -> tuple[str | None, bool]:
         return "tensor", optional
     if args == (bool,):
         return "bool", optional
+    if args == (bytes,):
+        return "bytes", optional
+    if all(a is int or typing.get_origin(a) in (tuple, list, Sequence) and
+           all(b is int or b is Ellipsis for b in typing.get_args(a)) for a in args):
+        return "ints", optional
     if args == (int,):
         return "int", optional
     if args == (float,) or set(args) == {int, float}:
@@ -274,6 +284,8 @@ def _bad_values(kind: str, optional: bool, name: str, free: bool) -> list[Any]:
         "array": [np.array([1j, 2j]), np.ones((2, 2), object), np.array(["a", "b"])] + none,
         "tensor": ["x"] + none,
         "record": ["x", 3] + none,
+        "bytes": ["text, not bytes", 3] + none,
+        "ints": [[1.5], ["a"], (1, None), 2.5] + none,
     }
     return table[kind]
 

@@ -16,7 +16,7 @@ from .core import (autocast_args, autocast_inputs, backend_of, check_tensor, mak
                    to_format)
 from .shapes import reshape
 
-__all__ = ["conv2d", "linear", "matmul"]
+__all__ = ["conv2d", "conv_pair", "linear", "matmul"]
 
 
 def matmul(input: Tensor, other: Tensor, *, accumulation: str = "exact") -> Tensor:
@@ -99,11 +99,23 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None, *,
     return make(be, out, fmt, "linear", ins, bwd)
 
 
-def _pair(v: int | tuple[int, int], name: str) -> tuple[int, int]:
-    t = (v, v) if isinstance(v, int) else tuple(v)
-    if len(t) != 2 or not all(isinstance(k, int) for k in t):
-        raise ValueError(f"conv2d {name} must be an int or a pair of ints, got {v!r}")
-    return t  # type: ignore[return-value]
+def conv_pair(v: Any, name: str, lo: int) -> tuple[int, int]:
+    """A conv2d stride (``lo`` 1) or padding (``lo`` 0): an int or a pair of ints, each at
+    least ``lo`` (bools and floats refused, not truncated).
+
+    Raises:
+        TypeError: not an int or a pair of ints.
+        ValueError: an entry below ``lo``.
+    """
+    def is_int(k: Any) -> bool:
+        return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+    t = (v, v) if is_int(v) else v
+    if not isinstance(t, (tuple, list)) or len(t) != 2 or not all(is_int(k) for k in t):
+        raise TypeError(f"conv2d {name} must be an int or a pair of ints, got {v!r}")
+    if min(t) < lo:
+        raise ValueError(f"conv2d {name} must be >= {lo}, got {v!r}")
+    return int(t[0]), int(t[1])
 
 
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
@@ -119,14 +131,11 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
     """
     # why long: argument checks, im2col forward and the fixed-order col2im backward of one op
     be, fmt, ins, x, weight, bias = _weighted_inputs("conv2d", input, weight, bias)
-    (sh, sw), (ph, pw) = _pair(stride, "stride"), _pair(padding, "padding")
+    (sh, sw), (ph, pw) = conv_pair(stride, "stride", 1), conv_pair(padding, "padding", 0)
     if x.ndim != 4 or weight.ndim != 4 or x.shape[1] != weight.shape[1]:
         raise ValueError("conv2d needs input (N, C, H, W) and weight (Cout, C, kh, kw) with "
                          "equal C, "
                          f"got {x.shape} and {weight.shape}")
-    if min(sh, sw) < 1 or min(ph, pw) < 0:
-        raise ValueError(f"conv2d stride must be >= 1 and padding >= 0, got {(sh, sw)} and "
-                         f"{(ph, pw)}")
     xp = be.xp
     N, C, H, W = x.shape
     Cout, _, kh, kw = weight.shape

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import functional as F
+from ..functional.linalg import conv_pair
 from ..functional.quantized import QuantState, quantized_linear
 from ampref.accumulation.registry import resolve as resolve_accumulation
 from ampref.common.checks import check_flag, check_real
@@ -135,7 +136,8 @@ class Conv2d(Module):
                                 backend=backend)
         self.bias = Parameter(g.uniform((out_channels,), -k, k), backend=backend) \
             if check_flag("bias", bias) else None
-        self.stride, self.padding = stride, padding
+        # checked here, so a bad stride is named when the layer is built, not at its first call
+        self.stride, self.padding = conv_pair(stride, "stride", 1), conv_pair(padding, "padding", 0)
         self.accumulation = _accumulation(accumulation)
 
     def forward(self, x: Tensor) -> Tensor:
