@@ -24,6 +24,7 @@ import numpy as np
 
 from ampref import backends  # type: ignore[attr-defined]  # mapped from backends/ (pyproject)
 
+from ampref.common.checks import real_array
 from ampref.formats.table import FORMATS, Format
 
 from . import methods
@@ -231,6 +232,9 @@ class Tensor:
         Raises:
             RuntimeError: the tensor does not require grad, or ``grad`` is missing for a
                 tensor of more than one element.
+            TypeError: ``grad`` is not real (complex, strings, objects).
+            ValueError: ``grad``'s shape is not the tensor's (torch refuses it too; a
+                reshape would silently reorder it).
         """
         # why long: the engine's one backward loop: gradient rounding, accumulation, the
         # observer and the loss-scale marks act on the same per-tensor state
@@ -244,8 +248,11 @@ class Tensor:
                                    f"this one has shape {self.shape}")
             g0 = be.xp.ones(self.shape, dtype=storage_dtype(self.format))
         else:
-            g0 = round_to(be, be.asarray(grad.data if isinstance(grad, Tensor) else grad),
-                          self.format).reshape(self.shape)
+            raw = grad.data if isinstance(grad, Tensor) else real_array("backward: grad", grad)
+            if tuple(raw.shape) != self.shape:
+                raise ValueError(f"backward: grad has shape {tuple(raw.shape)}, the tensor "
+                                 f"{self.shape}")
+            g0 = round_to(be, be.asarray(raw), self.format)
         order = _topological(self)
         observer = _OBSERVER.get()
         scaled = self.loss_scale

@@ -62,6 +62,9 @@ def sr_words(n: int, seed: int | None, random_bits_in: Any) -> npt.NDArray[np.ui
     w = np.asarray(random_bits_in)
     if w.dtype.kind not in "ui":
         raise TypeError(f"random_bits must be unsigned 32-bit words, got dtype {w.dtype}")
+    if w.size and (int(w.min()) < 0 or int(w.max()) >= 1 << 32):  # would wrap silently
+        raise ValueError(f"random_bits must be words in [0, 2**32), got range "
+                         f"[{int(w.min())}, {int(w.max())}]")
     w = w.reshape(-1)
     if w.size != need:
         raise ValueError(f"random_bits must hold {need} words (one per 4 of {n} elements), "

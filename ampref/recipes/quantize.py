@@ -83,6 +83,8 @@ def quantize(x: npt.ArrayLike, recipe: str | Recipe, *, profile: str | Profile =
     if seed is not None:
         check_seed(seed)  # a bad seed is refused whatever the rounding
     x32 = as_float32(x, f"recipe {rec.name!r}")
+    if random_bits is not None:  # bad words too, whatever the recipe and rounding
+        sr_words(x32.size, seed, random_bits)
     t = _check(rec, prof, tile, rounding, options, x32.ndim)
     src_max = _SOURCE_MAX.get(np.asarray(x).dtype.name, FLT_MAX)
     kw: dict[str, Any] = dict(recipe=rec.name, profile=prof.name, element=rec.element, tile=t,
