@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -185,3 +186,30 @@ def test_failure_messages_show_position_block_and_exact_values() -> None:
         assert_bitwise_equal(x, y, inputs=x, block=2, msg="mine")
     with pytest.raises(ValueError, match="inputs has shape"):
         assert_bitwise_equal(x, y, inputs=x[0])
+
+
+@pytest.mark.clause("FMT-IDN-004")
+@pytest.mark.parametrize("build,error,words", [
+    (lambda: ampref.testing.representable("bf16", allow_nan="yes"), TypeError,
+     "allow_nan must be a bool"),
+    (lambda: arrays("bf16", (2, -1)), ValueError, r"shape entries must be >= 0, got \(2, -1\)"),
+    (lambda: arrays("bf16", 2.5), TypeError, "shape must be an int or a tuple of ints"),
+    (lambda: arrays("bf16", 3, dtype=np.float16), ValueError,
+     "dtype must be float32 or float64 and hold every bfloat16 value, got float16"),
+    (lambda: arrays("float64", 3), ValueError, "hold every float64 value, got float32"),
+    (lambda: ampref.testing.block_cases("mxfp8_e4m3", rows=(0, 3)), ValueError,
+     r"rows must be a pair \(lo, hi\) with 1 <= lo <= hi, got \(0, 3\)"),
+    (lambda: ampref.testing.block_cases("mxfp8_e4m3", blocks=2), ValueError,
+     "blocks must be a pair"),
+    (lambda: ampref.testing.operands("bf16", (4,)), ValueError,
+     r"operands: shape must be a pair \(M, N\), got \(4,\)"),
+])
+def test_a_strategy_names_a_bad_argument_when_built_not_when_drawn(
+        build: Any, error: type[Exception], words: str) -> None:
+    """Inputs: each strategy of the kit built with one bad argument (a non-bool flag, a
+    negative or float shape, a dtype that cannot hold the format, an empty row range, a
+    block count that is not a pair, a 1-D operand shape). Expected: the listed error at
+    build time, naming the value (these were accepted and failed inside hypothesis, if
+    ever). Pass: each raised and matched."""
+    with pytest.raises(error, match=words):
+        build()

@@ -27,7 +27,7 @@ from ampref.recipes.identify import element_midpoints, identify_block
 from ampref.recipes.quantize import quantize
 
 from .assertions import assert_bitwise_equal
-from .strategies import hypothesis_st
+from .strategies import check_shape, hypothesis_st
 
 __all__ = ["KINDS", "assert_block_matches", "block_cases", "block_width", "make_block"]
 
@@ -90,8 +90,18 @@ def make_block(kind: str, width: int, element: str, seed: int, k: int, j: int,
 def block_cases(recipe: str, *, rows: tuple[int, int] = (1, 3),
                 blocks: tuple[int, int] = (1, 3)) -> Any:
     """Strategy of float32 (M, K) matrices for ``recipe``: M in ``rows``, K a number of
-    blocks in ``blocks`` times :func:`block_width`, every block one of :data:`KINDS`."""
+    blocks in ``blocks`` times :func:`block_width`, every block one of :data:`KINDS`.
+
+    Raises:
+        TypeError / ValueError: ``rows`` or ``blocks`` not a pair of ints 1 <= lo <= hi;
+            an unknown recipe.
+    """
     st = hypothesis_st()
+    for name, pair in (("rows", rows), ("blocks", blocks)):
+        lo_hi = check_shape(name, pair)
+        if len(lo_hi) != 2 or not 1 <= lo_hi[0] <= lo_hi[1]:
+            raise ValueError(f"block_cases: {name} must be a pair (lo, hi) with 1 <= lo <= hi, "
+                             f"got {pair!r}")
     width = block_width(recipe)
     one = st.builds(make_block, st.sampled_from(KINDS), st.just(width),
                     st.just(get_recipe(recipe).element),

@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from ampref.common.checks import check_flag
 from ampref.formats.cast import decode
 from ampref.formats.table import Format, get_format
 
-__all__ = ["arrays", "hard_cases", "hypothesis_st", "representable"]
+__all__ = ["arrays", "check_shape", "hard_cases", "hypothesis_st", "representable"]
 
 
 def hypothesis_st() -> Any:
@@ -22,11 +23,37 @@ def hypothesis_st() -> Any:
     return st
 
 
+def check_shape(name: str, shape: Any) -> tuple[int, ...]:
+    """An array shape for a strategy: an int or a tuple of ints, each >= 0, checked when
+    the strategy is built (hypothesis would only fail when it first draws).
+
+    Raises:
+        TypeError: not an int or a tuple of ints (bools refused).
+        ValueError: a negative entry.
+    """
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    if not isinstance(dims, tuple) or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_))
+            for d in dims):
+        raise TypeError(f"{name} must be an int or a tuple of ints, got {shape!r}")
+    if any(d < 0 for d in dims):
+        raise ValueError(f"{name} entries must be >= 0, got {shape!r}")
+    return tuple(int(d) for d in dims)
+
+
 def representable(fmt: str | Format, *, allow_nan: bool = False, allow_infinity: bool = False,
                   allow_subnormal: bool = True) -> Any:
-    """Strategy of Python floats exactly representable in ``fmt``."""
+    """Strategy of Python floats exactly representable in ``fmt``.
+
+    Raises:
+        TypeError: a flag that is not a bool.
+        ValueError: an unknown format.
+    """
     st = hypothesis_st()
     fmt = get_format(fmt)
+    allow_nan, allow_infinity = check_flag("allow_nan", allow_nan), check_flag(
+        "allow_infinity", allow_infinity)
+    allow_subnormal = check_flag("allow_subnormal", allow_subnormal)
 
     def ok(code: int) -> bool:
         v = float(decode(np.array([code], dtype=np.uint32), fmt)[0])
@@ -44,11 +71,23 @@ def representable(fmt: str | Format, *, allow_nan: bool = False, allow_infinity:
 
 def arrays(fmt: str | Format, shape: int | tuple[int, ...], *, dtype: Any = np.float32,
            allow_nan: bool = False, allow_infinity: bool = False) -> Any:
-    """Strategy of arrays (float32 by default) of values representable in ``fmt``."""
+    """Strategy of arrays (float32 by default) of values representable in ``fmt``.
+
+    Raises:
+        TypeError: a bad shape (see :func:`check_shape`) or flag.
+        ValueError: an unknown format, a negative dim, a ``dtype`` other than float32 or
+            float64, or float32 for a format it cannot hold (float64).
+    """
     hypothesis_st()  # a clear ImportError without hypothesis
     from hypothesis.extra import numpy as hnp
 
-    return hnp.arrays(dtype, shape, elements=representable(
+    shape = check_shape("shape", shape)
+    fmt = get_format(fmt)
+    dt = np.dtype(dtype)
+    if dt not in (np.float32, np.float64) or (dt == np.float32 and fmt.bits > 32):
+        raise ValueError(f"arrays: dtype must be float32 or float64 and hold every {fmt.name} "
+                         f"value, got {dt}")
+    return hnp.arrays(dt, shape, elements=representable(
         fmt, allow_nan=allow_nan, allow_infinity=allow_infinity))
 
 

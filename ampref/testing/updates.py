@@ -22,7 +22,7 @@ from ampref.scaling.identify import identify_scaler, trajectory
 from ampref.scaling.profiles import PROFILES
 
 from .assertions import assert_bitwise_equal
-from .strategies import hypothesis_st
+from .strategies import check_shape, hypothesis_st
 
 __all__ = ["assert_gemm_matches", "assert_scaler_matches", "operands"]
 
@@ -35,6 +35,8 @@ def operands(fmt: str, shape: tuple[int, int]) -> Any:
     st = hypothesis_st()
     from hypothesis.extra import numpy as hnp
 
+    if len(check_shape("shape", shape)) != 2:
+        raise ValueError(f"operands: shape must be a pair (M, N), got {shape!r}")
     f = get_format(fmt)
     p = f.mantissa_bits + 1
     n = int(np.prod(shape))
