@@ -188,20 +188,25 @@ def test_failure_messages_show_position_block_and_exact_values() -> None:
         assert_bitwise_equal(x, y, inputs=x[0])
 
 
+def _wrong(v: Any) -> Any:
+    """A deliberately mistyped argument, hidden from mypy."""
+    return v
+
+
 @pytest.mark.clause("FMT-IDN-004")
 @pytest.mark.parametrize("build,error,words", [
-    (lambda: ampref.testing.representable("bf16", allow_nan="yes"), TypeError,
+    (lambda: ampref.testing.representable("bf16", allow_nan=_wrong("yes")), TypeError,
      "allow_nan must be a bool"),
     (lambda: arrays("bf16", (2, -1)), ValueError, r"shape entries must be >= 0, got \(2, -1\)"),
-    (lambda: arrays("bf16", 2.5), TypeError, "shape must be an int or a tuple of ints"),
+    (lambda: arrays("bf16", _wrong(2.5)), TypeError, "shape must be an int or a tuple of ints"),
     (lambda: arrays("bf16", 3, dtype=np.float16), ValueError,
      "dtype must be float32 or float64 and hold every bfloat16 value, got float16"),
     (lambda: arrays("float64", 3), ValueError, "hold every float64 value, got float32"),
     (lambda: ampref.testing.block_cases("mxfp8_e4m3", rows=(0, 3)), ValueError,
      r"rows must be a pair \(lo, hi\) with 1 <= lo <= hi, got \(0, 3\)"),
-    (lambda: ampref.testing.block_cases("mxfp8_e4m3", blocks=2), ValueError,
+    (lambda: ampref.testing.block_cases("mxfp8_e4m3", blocks=_wrong(2)), ValueError,
      "blocks must be a pair"),
-    (lambda: ampref.testing.operands("bf16", (4,)), ValueError,
+    (lambda: ampref.testing.operands("bf16", _wrong((4,))), ValueError,
      r"operands: shape must be a pair \(M, N\), got \(4,\)"),
 ])
 def test_a_strategy_names_a_bad_argument_when_built_not_when_drawn(
