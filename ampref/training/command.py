@@ -150,7 +150,8 @@ def add_train(sub: Any) -> None:
 
     t.add_argument("--backend", choices=backends.names(),
                    help=f"array backend (default {d.backend})")
-    helps = {"steps": "training steps", "seed": "seed of weights, data order and dropout",
+    helps = {"steps": "training steps",
+             "seed": "seed of weights, data order and dropout, in [0, 2^32)",
              "batch": "sequences per step", "context": "characters per sequence",
              "width": "model width", "heads": "attention heads", "blocks": "transformer blocks",
              "lr": "AdamW learning rate", "checkpoint_every": "steps between checkpoints"}
