@@ -57,7 +57,8 @@ class Generator:
         return (low + (high - low) * u).astype(np.float32).reshape(shape)
 
     def normal(self, shape: tuple[int, ...], std: float = 1.0) -> npt.NDArray[np.float32]:
-        """Box-Muller on pairs of 24-bit uniforms (u1 in (0, 1]), rounded to float32."""
+        """Box-Muller on pairs of 24-bit uniforms (u1 in (0, 1]), rounded to float32 (a
+        sample past float32's range rounds to ±inf, as float32 arithmetic does)."""
         n = int(np.prod(shape))
         m = (n + 1) // 2
         w = self.bits(2 * m)
@@ -65,7 +66,8 @@ class Generator:
         u2 = (w[m:] >> np.uint32(8)).astype(np.float64) * 2.0**-24
         r = np.sqrt(-2.0 * np.log(u1))
         z = np.concatenate([r * np.cos(2 * math.pi * u2), r * np.sin(2 * math.pi * u2)])[:n]
-        return (std * z).astype(np.float32).reshape(shape)
+        with np.errstate(over="ignore"):
+            return (std * z).astype(np.float32).reshape(shape)
 
     def integers(self, high: int, shape: tuple[int, ...]) -> npt.NDArray[np.int64]:
         """Integers in [0, high) by multiply-shift: (word * high) >> 32."""

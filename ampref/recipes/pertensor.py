@@ -129,8 +129,10 @@ def current_scale(amax_value: float, fp8_format: str = "e4m3", *, epsilon: float
                   inf_amax: Literal["cuda", "te-python-reference"] = "cuda") -> np.float32:
     """Transformer Engine's compute_scale_from_amax (FP8-CUR-001).
 
-    amax < epsilon -> epsilon (NaN passes); amax in {0, inf, NaN} -> 1.0 (CUDA), except
-    ``inf_amax="te-python-reference"`` (TE's test reference) which gives 0.0 for +inf;
+    amax, epsilon and value_for_inf are read as float32 (past its range: inf, as TE's
+    float32 kernel stores them); amax < epsilon -> epsilon (NaN passes); amax in {0, inf,
+    NaN} -> 1.0 (CUDA), except ``inf_amax="te-python-reference"`` (TE's test reference)
+    which gives 0.0 for +inf;
     scale = float32(fp8_max / amax); an infinite scale -> ``value_for_inf`` (FLT_MAX per
     tensor, the input dtype's max for block scaling, ``None`` keeps inf as TE/JAX does);
     ``pow2`` clears the fraction bits (rounds down to a power of two).
@@ -147,9 +149,10 @@ def current_scale(amax_value: float, fp8_format: str = "e4m3", *, epsilon: float
     if inf_amax not in ("cuda", "te-python-reference"):
         raise ValueError(f"inf_amax must be 'cuda' or 'te-python-reference', got "
                          f"{inf_amax!r}")
-    a = np.float32(amax_value)
-    if a < np.float32(epsilon):
-        a = np.float32(epsilon)
+    with np.errstate(over="ignore"):  # read as float32: past its range, inf (defined above)
+        a, eps32 = np.float32(amax_value), np.float32(epsilon)
+    if a < eps32:
+        a = eps32
     if np.isinf(a) and inf_amax == "te-python-reference":
         return np.float32(0.0)
     if np.isinf(a) or a == 0 or np.isnan(a):
@@ -157,7 +160,8 @@ def current_scale(amax_value: float, fp8_format: str = "e4m3", *, epsilon: float
     with np.errstate(over="ignore"):
         s = np.float32(_fp8_max(fp8_format) / a)
     if np.isinf(s) and value_for_inf is not None:
-        s = np.float32(value_for_inf)
+        with np.errstate(over="ignore"):
+            s = np.float32(value_for_inf)
     if pow2:
         s = np.array([s], np.float32).view(np.uint32) & np.uint32(0xFF800000)
         s = s.view(np.float32)[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -109,6 +111,20 @@ def test_current_scaling_rules_and_the_te_reference_disagreement() -> None:
     assert np.isinf(current_scale(1e-40, value_for_inf=None))  # TE/JAX: no clamp
     codes, inv = quantize_per_tensor(np.array([1.0, 1e9, -np.inf, np.nan]), 2.0)
     assert list(codes[:3]) == [0x40, 0x7E, 0xFE] and codes[3] == 0x7F and inv == 0.5
+
+
+@pytest.mark.clause("FP8-CUR-001")
+def test_an_amax_or_epsilon_past_float32_reads_as_inf_without_a_warning() -> None:
+    """Inputs: current_scale of amax 1e300 and -1e300, of 1 with epsilon 1e300, of 1e-40
+    with value_for_inf 1e300, with NumPy warnings as errors. Expected: float32 reads them
+    as ±inf (FP8-CUR-001): 1.0 for an infinite amax, 1.0 for a negative amax (below
+    epsilon 0, so 0), 1.0 for epsilon inf, and inf for the clamp value inf. Pass: equal,
+    no warning (each was an overflow warning from the float32 cast)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert current_scale(1e300) == current_scale(-1e300) == 1.0
+        assert current_scale(1.0, epsilon=1e300) == 1.0
+        assert np.isinf(current_scale(1e-40, value_for_inf=1e300))
 
 
 def te_float_to_e8m0(v: np.float32) -> int:

@@ -63,6 +63,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     group = _group(q, k, v) if check_flag("enable_gqa", enable_gqa) else 1
     if scale is not None:
         scale = check_real("scaled_dot_product_attention scale", scale)
+        if abs(scale) > float(np.finfo(np.float32).max):  # the spec multiplies by fl32(scale)
+            raise ValueError(f"scaled_dot_product_attention: scale must be a finite float32 "
+                             f"value (|scale| <= 3.4e38), got {scale!r}")
     (q, k, v), _, listed = autocast_inputs("scaled_dot_product_attention", [q, k, v])
     with nested_ops(listed):
         k, v = _repeat_heads(k, group), _repeat_heads(v, group)

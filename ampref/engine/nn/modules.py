@@ -192,6 +192,8 @@ class Embedding(Module):
         super().__init__()
         shape = (_size("num_embeddings", num_embeddings), _size("embedding_dim", embedding_dim))
         std = check_real("Embedding std", std, lo=0.0)
+        if std > float(np.finfo(np.float32).max):  # torch stores it as a float32 too
+            raise ValueError(f"Embedding std must be a float32 value (at most 3.4e38), got {std!r}")
         self.weight = Parameter(_gen(seed).normal(shape, std), backend=backend)
 
     def forward(self, ids: Any) -> Tensor:
