@@ -359,3 +359,45 @@ def test_every_wrongly_typed_argument_of_the_public_surface_is_refused_by_name(
     assert tried > 800
     assert not foreign and not silent, (f"{len(foreign)} foreign, {len(silent)} silent of "
                                         f"{tried}:\n" + "\n".join((foreign + silent)[:400]))
+
+
+@pytest.mark.clause("API-ERR-001")
+def test_a_float_past_float32s_range_is_refused_or_read_without_a_numpy_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs: each call of the table with one float parameter set to 1e300, then -1e300
+    and -1.0 (finite in float64, past float32's range or negative). Expected: a named
+    ValueError/TypeError, or a result; never another exception and never a NumPy warning
+    (an overflow in a float32 cast reached users from three calls). Pass: the list of
+    other outcomes is empty."""
+    monkeypatch.chdir(tmp_path)
+    kernels = ampref.get_kernels()
+    foreign: list[str] = []
+    tried = 0
+    for name, (fn, args, kw) in _surface().items():
+        sig, hints = _hints(fn)
+        params = [p for p in sig.parameters.values() if p.name != "self"
+                  and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        for i, p in enumerate(params):
+            if _kind(hints.get(p.name))[0] != "float":
+                continue
+            positional = i < len(args) and p.kind is not p.KEYWORD_ONLY
+            for big in (1e300, -1e300, -1.0):
+                a2, k2 = list(args), dict(kw)
+                if positional:
+                    a2[i] = big
+                else:
+                    k2[p.name] = big
+                tried += 1
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")
+                    try:
+                        _call(fn, a2, k2)
+                    except (ValueError, TypeError):
+                        pass
+                    except Exception as e:  # noqa: BLE001 - collecting the others
+                        foreign.append(f"{name}({p.name}={big}): {type(e).__name__}: "
+                                       f"{str(e)[:80]}")
+                    finally:
+                        ampref.set_kernels(kernels)
+    assert tried > 100
+    assert not foreign, f"{len(foreign)} of {tried}:\n" + "\n".join(foreign)
