@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["TensorIndexError", "check_count", "check_flag", "check_instance", "check_int",
-           "check_real", "flag_items", "real_array"]
+           "check_real", "flag_items", "real_array", "real_float32"]
 
 
 class TensorIndexError(IndexError, ValueError):
@@ -111,3 +111,16 @@ def flag_items(values: list[str] | None, flag: str) -> list[str]:
         raise ValueError(f"{flag} needs names separated by commas or spaces, got "
                          f"{' '.join(values or []) or 'nothing'!r}")
     return items
+
+
+def real_float32(name: str, x: Any) -> Any:
+    """``x`` (checked by :func:`real_array`) rounded to float32, nearest-even: a float64
+    past float32's range becomes ±inf, as the rounding says, without NumPy's overflow
+    warning.
+
+    Raises:
+        TypeError: as :func:`real_array`.
+    """
+    arr = real_array(name, x)
+    with np.errstate(over="ignore"):
+        return arr.astype(np.float32)

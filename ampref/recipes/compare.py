@@ -17,7 +17,7 @@ from ampref.common.checks import check_count
 from .catalog import PROFILES, get_profile, get_recipe
 from .identify import candidates, reference
 from .quantize import quantize
-from .tiles import Quantized
+from .tiles import Quantized, as_float32
 
 __all__ = ["Comparison", "PairDiff", "compare"]
 
@@ -116,7 +116,7 @@ def _pair(x: Any, qa: Quantized, qb: Quantized, limit: int) -> PairDiff:
         if ga is not None and gb is not None else (ga is None) != (gb is None)
     bi = _block_index(qa, ca.size)
     sdiff_el = sa[bi] != sb[bi]
-    xf = np.asarray(x, np.float32).reshape(-1)
+    xf = as_float32(x, "compare").reshape(-1)
     special = np.isnan(xf) | (xf == 0)
     l_scale, l_special, l_mult = _labels(qa, qb)
     cause = np.where(sdiff_el, l_scale, np.where(special, l_special, l_mult))
@@ -136,7 +136,7 @@ def _user_side(fn: Callable[..., Any], x: Any, taken: set[str]
                ) -> tuple[str, npt.NDArray[np.float32]]:
     name = getattr(fn, "__name__", "user")
     name = name if name not in taken and name != "<lambda>" else f"user{len(taken)}"
-    x32 = np.asarray(x, np.float32)
+    x32 = as_float32(x, "compare")
     with np.errstate(all="ignore"):
         v = np.asarray(fn(x32.copy()), dtype=np.float32)
     if v.shape != x32.shape:
@@ -154,7 +154,7 @@ def _explain(recipe: str, x: Any, v: npt.NDArray[np.float32], idx: npt.NDArray[n
     hits = []
     for label, opts in candidates(recipe):
         with np.errstate(all="ignore"):
-            ref = np.asarray(reference(recipe, opts)(np.asarray(x, np.float32)),
+            ref = np.asarray(reference(recipe, opts)(as_float32(x, "compare")),
                              np.float32).reshape(-1)[idx]
         hits.append((label, (ref.view(np.uint32) == flat.view(np.uint32))
                      | (np.isnan(ref) & np.isnan(flat))))
@@ -186,7 +186,7 @@ def _value_pair(x: Any, recipe: str, a: tuple[str, npt.NDArray[np.float32]],
     causes: dict[str, int] = {}
     for w in why:
         causes[f"{na}: {w}"] = causes.get(f"{na}: {w}", 0) + 1
-    xf = np.asarray(x, np.float32).reshape(-1)
+    xf = as_float32(x, "compare").reshape(-1)
     first = [{"index": int(i), "x": _hex(xf[i]), "codes": "-",
               "values": f"{_hex(fa[i])}/{_hex(fb[i])}", "cause": f"{na}: {w}"}
              for i, w in zip(diff[:limit], why[:limit], strict=False)]

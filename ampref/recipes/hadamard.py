@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ampref.accumulation.models import matmul
-from ampref.common.checks import check_count, real_array
+from ampref.common.checks import check_count, real_float32
 
 __all__ = ["SIGNS", "hadamard_matrix", "rht"]
 
@@ -53,7 +53,7 @@ def rht(x2: npt.NDArray[np.float32], accumulation: str = "sequential") -> npt.ND
         TypeError: not an array of real numbers.
         ValueError: not 2-D, or N is not a multiple of 16 (TE refuses such operands too).
     """
-    x2 = real_array("x2", x2).astype(np.float32)
+    x2 = real_float32("x2", x2)
     if x2.ndim != 2:
         raise ValueError(f"rht needs a 2-D (M, N) array, got shape {x2.shape}")
     M, N = x2.shape

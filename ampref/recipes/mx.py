@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ampref.common.checks import real_array
+from ampref.common.checks import real_array, real_float32
 from ampref.formats.cast import encode, quantize
 from ampref.formats.table import Encoding, Format, get_format
 from .catalog import Profile
@@ -160,7 +160,7 @@ def mx_quantize(x: npt.ArrayLike, elem: str | Format = "e4m3", *, block: int = 3
                          f"v1.0), got {f.name}")
     if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
         raise ValueError(f"MX block size must be a positive int, got {block!r}")
-    arr = real_array("x", x).astype(np.float32)
+    arr = real_float32("x", x)
     if arr.ndim == 0 or arr.shape[-1] % block:
         raise ValueError(f"the last axis ({arr.shape[-1] if arr.ndim else 0}) must be a multiple "
                          f"of the block size {block}")

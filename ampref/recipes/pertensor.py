@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ampref.common.checks import check_flag, check_real, real_array
+from ampref.common.checks import check_flag, check_real, real_float32
 from ampref.formats.cast import encode
 from ampref.formats.table import Format, get_format
 
@@ -25,7 +25,7 @@ FLT_MAX = float(np.finfo(np.float32).max)
 
 def amax(x: npt.ArrayLike) -> np.float32:
     """max |x| ignoring NaN, inf propagating (CUDA fmaxf semantics; FP8-AMX-001)."""
-    a = np.abs(real_array("x", x).astype(np.float32)).reshape(-1)
+    a = np.abs(real_float32("x", x)).reshape(-1)
     return np.float32(np.fmax.reduce(a, initial=0.0))
 
 
@@ -182,7 +182,7 @@ def quantize_per_tensor(x: npt.ArrayLike, scale: float, fp8_format: str = "e4m3"
         s32 = np.float32(scale)
     if not (np.isfinite(s32) and s32 > 0):
         raise ValueError(f"scale must be a positive finite float32 value, got {scale!r}")
-    xs = real_array("x", x).astype(np.float32) * s32
+    xs = real_float32("x", x) * s32
     codes = encode(xs, fp8_format, saturate=True)
     with np.errstate(divide="ignore"):
         inv = np.float32(np.float64(1.0) / np.float64(np.float32(scale)))
