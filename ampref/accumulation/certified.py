@@ -187,8 +187,10 @@ def _matmul_compiled(a: Any, b: Any, precision: int) -> npt.NDArray[np.float32]:
     if _gemm_exact_by_range(a_arr, b_arr, a64, b64, precision):
         # every partial sum of every element is exact in float64 (the common case for
         # fp16/bf16 operands): r rounded once is the answer, as in matmul_f32's phase 2
+        # (a sum past float32's range rounds to ±inf, without NumPy's warning)
         STATS.elements += r.size
-        return r.astype(np.float32)
+        with np.errstate(over="ignore"):
+            return r.astype(np.float32)
     M, N = r.shape[-2:]
     lead = r.shape[:-2]
     A = frozen(np.broadcast_to(a_arr, lead + (M, K))).reshape(-1, M, K)

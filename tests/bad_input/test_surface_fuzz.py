@@ -35,6 +35,7 @@ from ampref import distributed, nn, optim, recipes, scaling, tensorcore, testing
 from ampref.accumulation import dot, parse_model
 from ampref.engine import functional as F
 from ampref.engine.tensor import Tensor
+from ampref.kernels import compiled_available
 from ampref.policy import parse_policy, policy_names
 
 #: the torch bridge is part of the surface wherever torch is installed
@@ -418,3 +419,49 @@ def test_a_float_past_float32s_range_is_refused_or_read_without_a_numpy_warning(
                         ampref.set_kernels(kernels)
     assert tried > 100
     assert not foreign, f"{len(foreign)} of {tried}:\n" + "\n".join(foreign)
+
+
+@pytest.mark.clause("API-ERR-001", "ENG-MM-003")
+@pytest.mark.parametrize("kernels", ["numpy"] + (["compiled"] if compiled_available() else []))
+def test_engine_ops_on_extreme_tensors_emit_no_numpy_warning(kernels: str) -> None:
+    """Inputs: each call of the table whose argument is a floating Tensor, given instead a
+    tensor of its shape filled with ±3e38, ±inf, NaN, 1e-45, ±0, 65504 or 1e30, held in
+    float32, float16 and bfloat16 (rounded into the format), forward and (where it needs
+    grad) backward, on each kernel set. Expected: a result or a named ValueError/
+    TypeError, never a NumPy warning (an exactly-by-range GEMM whose sums pass float32's
+    range warned from its float32 rounding). Pass: no other outcome."""
+    before = ampref.get_kernels()
+    ampref.set_kernels(kernels)
+    foreign: list[str] = []
+    try:
+        for name, (fn, args, kw) in _surface().items():
+            for where, given in [*enumerate(args), *kw.items()]:
+                if not isinstance(given, Tensor) or given.data.dtype.kind != "f":
+                    continue
+                for v in (3e38, -3e38, np.inf, -np.inf, np.nan, 1e-45, 0.0, -0.0, 65504.0, 1e30):
+                    for fmt in ("float32", "float16", "bfloat16"):
+                        data = np.full(given.shape, v, np.float32)
+                        bad = ampref.tensor(data if fmt == "float32" else
+                                            ampref.quantize(data, fmt), fmt,
+                                            requires_grad=given.requires_grad)
+                        a2, k2 = list(args), dict(kw)
+                        if isinstance(where, int):
+                            a2[where] = bad
+                        else:
+                            k2[str(where)] = bad
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("error")
+                            try:
+                                out = fn(*a2, **k2)
+                                if isinstance(out, Tensor) and out.requires_grad:
+                                    out.sum().backward()
+                            except (ValueError, TypeError):
+                                pass
+                            except Exception as e:  # noqa: BLE001 - collecting the others
+                                foreign.append(f"{name}({where}={v} {fmt}): "
+                                               f"{type(e).__name__}: {str(e)[:80]}")
+                            finally:
+                                ampref.set_kernels(kernels)
+    finally:
+        ampref.set_kernels(before)
+    assert not foreign, "\n".join(sorted(set(foreign)))
