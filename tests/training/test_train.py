@@ -16,7 +16,7 @@ import pytest
 
 from ampref.scaling.profiles import PROFILES
 from ampref.training.checkpoint import save_checkpoint
-from ampref.training.corpus import Corpus, load_corpus
+from ampref.training.corpus import MAX_DATA_BYTES, Corpus, load_corpus
 from ampref.training.run import Run
 from ampref.training.train import compare, train
 from ampref.training.config import TrainConfig, TrainError
@@ -402,6 +402,21 @@ def test_huge_data_files_are_read_up_to_a_cap_and_the_user_is_told(tmp_path: Pat
     r = _cli("--precision", "fp32", "--data", "/dev/zero", "--out", str(tmp_path / "z"), "--quiet")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "first part" in r.stderr and "NUL characters" in r.stderr
+
+
+@pytest.mark.clause("TRN-DAT-002")
+@pytest.mark.parametrize("cut", [1, 2, 3])
+def test_the_cap_never_cuts_a_utf8_character_in_half(tmp_path: Path, cut: int,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Inputs: a file of ASCII 'a's whose 4-byte character U+1F600 starts ``cut`` bytes
+    before the 8 MiB cap (so 1, 2 or 3 of its bytes lie inside it), followed by more text.
+    Expected: the text read is the 'a's before it, whole: 8 MiB - cut characters, no
+    replacement character, and the note on stderr. Pass: equal strings."""
+    head = MAX_DATA_BYTES - cut
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"a" * head + "\U0001F600".encode() + b"b" * 100)
+    assert load_corpus(str(path)) == "a" * head
+    assert "first part" in capsys.readouterr().err
 
 
 @pytest.mark.clause("TRN-ERR-001")
