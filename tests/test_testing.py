@@ -188,6 +188,29 @@ def test_failure_messages_show_position_block_and_exact_values() -> None:
         assert_bitwise_equal(x, y, inputs=x[0])
 
 
+@pytest.mark.clause("FMT-IDN-004")
+def test_representable_without_subnormals_never_draws_one() -> None:
+    """Inputs: 400 derandomized draws of representable('e4m3') with allow_subnormal False,
+    then True. Expected: no value with 0 < |v| < 2^-6 (E4M3's smallest normal, from
+    ml_dtypes) in the first; at least one in the second (14 of E4M3's 254 finite codes
+    are subnormal). Pass: both."""
+    tiny = float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).smallest_normal)
+
+    def draws(allow: bool) -> list[float]:
+        out: list[float] = []
+
+        @settings(max_examples=400, deadline=None, database=None, derandomize=True)
+        @given(ampref.testing.representable("e4m3", allow_subnormal=allow))
+        def draw(v: float) -> None:
+            out.append(v)
+
+        draw()
+        return out
+
+    assert not [v for v in draws(False) if 0 < abs(v) < tiny]
+    assert [v for v in draws(True) if 0 < abs(v) < tiny]
+
+
 def _wrong(v: Any) -> Any:
     """A deliberately mistyped argument, hidden from mypy."""
     return v

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -201,22 +203,26 @@ def test_pure_fp16_without_masters_loses_updates_below_half_an_ulp() -> None:
 
 @pytest.mark.clause("ENG-OPT-001")
 @pytest.mark.parametrize("kernels", ["numpy"] + (["compiled"] if compiled_available() else []))
-@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW"])
-def test_optimizers_track_torch_optimizers_in_float32(name: str, kernels: str) -> None:
-    """Inputs: five random gradient steps of SGD (momentum, decay), Adam, AdamW from the
-    same weights in ampref and torch, on the NumPy specification path and on the compiled
-    kernels (each checked against torch, not only against each other). Expected: weights
-    within rtol 2e-6, atol 2e-7 (torch's CPU kernels are not exactly rounded). Pass:
-    allclose."""
+@pytest.mark.parametrize("name,kw", [
+    ("SGD", dict(lr=0.1, momentum=0.9, weight_decay=0.01)),
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    ("SGD", dict(lr=0.1, momentum=0.9, dampening=0.5)),
+    ("Adam", dict(lr=0.01, weight_decay=0.01)),
+    ("AdamW", dict(lr=0.01, weight_decay=0.1))],
+    ids=["SGD", "SGD-nesterov", "SGD-dampening", "Adam", "AdamW"])
+def test_optimizers_track_torch_optimizers_in_float32(name: str, kw: dict[str, Any],
+                                                      kernels: str) -> None:
+    """Inputs: five random gradient steps of SGD (momentum, decay; with Nesterov; with
+    dampening), Adam, AdamW from the same weights in ampref and torch, on the NumPy
+    specification path and on the compiled kernels (each checked against torch, not only
+    against each other). Expected: weights within rtol 2e-6, atol 2e-7 (torch's CPU
+    kernels are not exactly rounded). Pass: allclose."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(0)
     w0 = rng.standard_normal((5, 4)).astype(np.float32)
     grads = [rng.standard_normal((5, 4)).astype(np.float32) for _ in range(5)]
     p = nn.Parameter(w0)
     tp = torch.nn.Parameter(torch.tensor(w0))
-    kw = {"SGD": dict(lr=0.1, momentum=0.9, weight_decay=0.01),
-          "Adam": dict(lr=0.01, weight_decay=0.01),
-          "AdamW": dict(lr=0.01, weight_decay=0.1)}[name]
     ours = getattr(optim, name)([p], **kw)
     theirs = getattr(torch.optim, name)([tp], **kw)
     for g in grads:

@@ -5,6 +5,7 @@ together with exactly the profiles that give the same trajectory on the battery.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import replace
 
 import pytest
@@ -48,6 +49,18 @@ def test_torchs_own_update_kernel_is_named_torch() -> None:
         return out
 
     assert identify_scaler(kernel, init_scale=INIT, growth_interval=G).matches == ("torch",)
+
+
+@pytest.mark.clause("SCL-IDN-001")
+def test_the_default_scale_and_interval_are_torchs_gradscaler_defaults() -> None:
+    """Inputs: identify_scaler's defaults and the installed torch.amp.GradScaler's (the
+    oracle). Expected: init_scale 2^16 and growth_interval 2000 in both, so a scaler
+    written against torch's defaults is identified without passing them. Pass: equal."""
+    torch = pytest.importorskip("torch")
+    ours = inspect.signature(identify_scaler).parameters
+    theirs = inspect.signature(torch.amp.GradScaler).parameters
+    for name in ("init_scale", "growth_interval"):
+        assert ours[name].default == theirs[name].default, name
 
 
 @pytest.mark.clause("SCL-IDN-001")

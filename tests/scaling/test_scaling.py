@@ -9,6 +9,7 @@ import json
 import pickle
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -549,6 +550,21 @@ def test_set_scale_refuses_a_bool_and_non_finite_values_naming_them() -> None:
     with pytest.raises(ValueError, match="nan"):
         s.set_scale(float("nan"))
     assert s.scale == 8.0
+
+
+@pytest.mark.clause("SCL-STA-003")
+def test_set_scale_takes_a_0d_tensor_or_array_as_torchs_update_new_scale_does() -> None:
+    """SCL-OBJ-001. Inputs: set_scale of a 0-d torch tensor 1024 (torch's
+    ``update(new_scale=tensor)`` form), a 0-d NumPy array 512 and a NumPy float32 256.
+    Expected: each is read as its value: scales 1024, 512, 256, held as Python floats.
+    Pass: equal, type float."""
+    torch = pytest.importorskip("torch")
+    s = LossScaler.from_profile("torch", init_scale=8.0)
+    cases: list[tuple[Any, float]] = [(torch.tensor(1024.0), 1024.0), (np.array(512.0), 512.0),
+                                      (np.float32(256.0), 256.0)]
+    for value, want in cases:
+        s.set_scale(value)
+        assert s.scale == want and type(s.scale) is float
 
 
 def test_found_inf_must_be_a_bool_not_a_truthy_string() -> None:

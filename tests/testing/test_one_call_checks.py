@@ -81,6 +81,21 @@ def test_block_cases_cover_every_family_and_print_as_their_name() -> None:
     assert repr(hard_cases("e4m3fn")) == "hard_cases(fmt='float8_e4m3fn', dtype='float32')"
 
 
+@pytest.mark.clause("REC-IDN-002")
+def test_a_scale_limit_block_lies_within_four_binades_of_each_end_of_the_scales() -> None:
+    """Inputs: make_block('scale_limit') for an MXFP8 1x32 block, k = 0..7, j = -1 and 1.
+    Expected: values uniform in (-1, 1) times 2^top with top = -130 + k mod 4 at the
+    bottom (amaxes at E8M0's smallest scale, 2^-127, and up to three binades below) and
+    126 - k mod 4 at the top (float32's last binades): amax in [2^(top-1), 2^top). Pass:
+    each block's amax in its binade."""
+    from ampref.testing.blocks import make_block
+
+    for k in range(8):
+        for j, top in ((-1, -130 + k % 4), (1, 126 - k % 4)):
+            amax = float(np.abs(make_block("scale_limit", 32, "float8_e4m3fn", 5, k, j, 0)).max())
+            assert 2.0 ** (top - 1) <= amax < 2.0**top, (k, j, amax)
+
+
 @pytest.mark.clause("ACC-IDN-002")
 def test_a_float32_loop_passes_as_sequential_and_fails_as_pairwise_naming_sequential() -> None:
     """Inputs: a float32 loop GEMM checked as sequential (60 examples) and as pairwise
