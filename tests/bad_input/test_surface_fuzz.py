@@ -23,7 +23,7 @@ import math
 import types
 import typing
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -316,6 +316,43 @@ def test_every_public_callable_is_fuzzed_or_exempted_with_a_reason() -> None:
     assert not missing, f"public callables neither fuzzed nor exempted: {missing}"
 
 
+def _outcome(fn: Callable[..., Any], args: list[Any], kw: dict[str, Any], kernels: str) -> str:
+    """How one call ends, NumPy warnings counted as errors: "named" (ValueError or
+    TypeError), "accepted", or the other exception's type and message."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            _call(fn, args, kw)
+        except (ValueError, TypeError):
+            return "named"
+        except Exception as e:  # noqa: BLE001 - the others are what the tests collect
+            return f"{type(e).__name__}: {str(e)[:80]}"
+        finally:
+            ampref.set_kernels(kernels)
+    return "accepted"
+
+
+def _replaced(values_of: Callable[[str, str, Any, Any], list[Any]]) -> Iterator[
+        tuple[str, Callable[..., Any], str, Any, list[Any], dict[str, Any]]]:
+    """Each call of the table with one parameter replaced by each value that
+    ``values_of(call name, parameter, annotation, value given)`` lists: (call name,
+    callable, parameter, value, args, kwargs)."""
+    for name, (fn, args, kw) in _surface().items():
+        sig, hints = _hints(fn)
+        params = [p for p in sig.parameters.values() if p.name != "self"
+                  and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        for i, p in enumerate(params):
+            positional = i < len(args) and p.kind is not p.KEYWORD_ONLY
+            given = args[i] if positional else kw.get(p.name)
+            for v in values_of(name, p.name, hints.get(p.name), given):
+                a2, k2 = list(args), dict(kw)
+                if positional:
+                    a2[i] = v
+                else:
+                    k2[p.name] = v
+                yield name, fn, p.name, v, a2, k2
+
+
 @pytest.mark.clause("API-ERR-001")
 def test_every_wrongly_typed_argument_of_the_public_surface_is_refused_by_name(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -327,36 +364,22 @@ def test_every_wrongly_typed_argument_of_the_public_surface_is_refused_by_name(
     foreign: list[str] = []
     silent: list[str] = []
     tried = 0
-    for name, (fn, args, kw) in _surface().items():
+    for fn, args, kw in _surface().values():
         _call(fn, args, kw)  # the unmodified call works
-        sig, hints = _hints(fn)
-        params = [p for p in sig.parameters.values() if p.name != "self"
-                  and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-        for i, p in enumerate(params):
-            kind, optional = _kind(hints.get(p.name))
-            if kind is None:
-                continue
-            positional = i < len(args) and p.kind is not p.KEYWORD_ONLY
-            for bad in _bad_values(kind, optional, p.name, (name, p.name) in LABELS):
-                a2, k2 = list(args), dict(kw)
-                if positional:
-                    a2[i] = bad
-                else:
-                    k2[p.name] = bad
-                tried += 1
-                with warnings.catch_warnings():
-                    warnings.simplefilter("error")
-                    try:
-                        _call(fn, a2, k2)
-                    except (ValueError, TypeError):
-                        continue
-                    except Exception as e:  # noqa: BLE001 - collecting the foreign ones
-                        foreign.append(f"{name}({p.name}={repr(bad).replace(chr(10), ' '):.24}): "
-                                       f"{type(e).__name__}: {str(e)[:80]}")
-                        continue
-                    finally:
-                        ampref.set_kernels(kernels)
-                silent.append(f"{name}({p.name}={repr(bad).replace(chr(10), ' '):.24}) accepted")
+
+    def wrong(name: str, param: str, hint: Any, given: Any) -> list[Any]:
+        kind, optional = _kind(hint)
+        return [] if kind is None else _bad_values(kind, optional, param,
+                                                   (name, param) in LABELS)
+
+    for name, fn, param, bad, a2, k2 in _replaced(wrong):
+        tried += 1
+        outcome = _outcome(fn, a2, k2, kernels)
+        shown = f"{name}({param}={repr(bad).replace(chr(10), ' '):.24})"
+        if outcome == "accepted":
+            silent.append(f"{shown} accepted")
+        elif outcome != "named":
+            foreign.append(f"{shown}: {outcome}")
     assert tried > 800
     assert not foreign and not silent, (f"{len(foreign)} foreign, {len(silent)} silent of "
                                         f"{tried}:\n" + "\n".join((foreign + silent)[:400]))
@@ -388,35 +411,15 @@ def test_a_float_past_float32s_range_is_refused_or_read_without_a_numpy_warning(
     kernels = ampref.get_kernels()
     foreign: list[str] = []
     tried = 0
-    for name, (fn, args, kw) in _surface().items():
-        sig, hints = _hints(fn)
-        params = [p for p in sig.parameters.values() if p.name != "self"
-                  and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-        for i, p in enumerate(params):
-            positional = i < len(args) and p.kind is not p.KEYWORD_ONLY
-            for big in _extremes(_kind(hints.get(p.name))[0],
-                                 args[i] if positional else kw.get(p.name)):
-                a2, k2 = list(args), dict(kw)
-                if positional:
-                    a2[i] = big
-                else:
-                    k2[p.name] = big
-                tried += 1
-                with warnings.catch_warnings():
-                    warnings.simplefilter("error")
-                    try:
-                        _call(fn, a2, k2)
-                    except (ValueError, TypeError):
-                        pass
-                    except AssertionError:
-                        if not name.startswith("ampref.testing.assert_"):
-                            raise
-                    except Exception as e:  # noqa: BLE001 - collecting the others
-                        shown = f"full {big.flat[0]}" if isinstance(big, np.ndarray) else big
-                        foreign.append(f"{name}({p.name}={shown}): {type(e).__name__}: "
-                                       f"{str(e)[:80]}")
-                    finally:
-                        ampref.set_kernels(kernels)
+    for name, fn, param, big, a2, k2 in _replaced(
+            lambda name, param, hint, given: _extremes(_kind(hint)[0], given)):
+        tried += 1
+        outcome = _outcome(fn, a2, k2, kernels)
+        checking = name.startswith("ampref.testing.assert_")  # failing is their job
+        if outcome not in ("named", "accepted") and not (
+                checking and outcome.startswith("AssertionError")):
+            shown = f"full {big.flat[0]}" if isinstance(big, np.ndarray) else big
+            foreign.append(f"{name}({param}={shown}): {outcome}")
     assert tried > 100
     assert not foreign, f"{len(foreign)} of {tried}:\n" + "\n".join(foreign)
 
