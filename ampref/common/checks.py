@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["TensorIndexError", "check_count", "check_flag", "check_instance", "check_int",
-           "check_real", "flag_items", "real_array", "real_float32"]
+           "check_real", "flag_items", "real_array", "real_float32", "same_shape"]
 
 
 class TensorIndexError(IndexError, ValueError):
@@ -124,3 +124,15 @@ def real_float32(name: str, x: Any) -> Any:
     arr = real_array(name, x)
     with np.errstate(over="ignore"):
         return arr.astype(np.float32)
+
+
+def same_shape(name: str, arr: Any, shape: tuple[int, ...]) -> Any:
+    """``arr`` when its shape is ``shape`` (no broadcasting, no reshaping: either would
+    silently reinterpret the values).
+
+    Raises:
+        ValueError: another shape (both named).
+    """
+    if tuple(arr.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(arr.shape)}, expected {tuple(shape)}")
+    return arr

@@ -8,8 +8,7 @@ reverse-topological order, rounds every gradient contribution to the format of t
 tensor it flows into (the dtype recorded in forward, ENG-BWD-002) and accumulates
 contributions in that format in a fixed order (ENG-BWD-003).
 
-Size (about 370 lines): the Tensor class with its two dozen one-line operator hooks
-into the ops and the iterative backward, which read as one unit.
+Size (about 400 lines): the Tensor class, its one-line operator hooks and the backward.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import numpy as np
 
 from ampref import backends  # type: ignore[attr-defined]  # mapped from backends/ (pyproject)
 
-from ampref.common.checks import real_array
+from ampref.common.checks import real_array, same_shape
 from ampref.formats.table import FORMATS, Format
 
 from . import methods
@@ -232,9 +231,7 @@ class Tensor:
         Raises:
             RuntimeError: the tensor does not require grad, or ``grad`` is missing for a
                 tensor of more than one element.
-            TypeError: ``grad`` is not real (complex, strings, objects).
-            ValueError: ``grad``'s shape is not the tensor's (torch refuses it too; a
-                reshape would silently reorder it).
+            TypeError / ValueError: ``grad`` not real, or not of the tensor's shape.
         """
         # why long: the engine's one backward loop: gradient rounding, accumulation, the
         # observer and the loss-scale marks act on the same per-tensor state
@@ -248,11 +245,8 @@ class Tensor:
                                    f"this one has shape {self.shape}")
             g0 = be.xp.ones(self.shape, dtype=storage_dtype(self.format))
         else:
-            raw = grad.data if isinstance(grad, Tensor) else real_array("backward: grad", grad)
-            if tuple(raw.shape) != self.shape:
-                raise ValueError(f"backward: grad has shape {tuple(raw.shape)}, the tensor "
-                                 f"{self.shape}")
-            g0 = round_to(be, be.asarray(raw), self.format)
+            raw = grad.data if isinstance(grad, Tensor) else real_array("backward grad", grad)
+            g0 = round_to(be, be.asarray(same_shape("backward grad", raw, self.shape)), self.format)
         order = _topological(self)
         observer = _OBSERVER.get()
         scaled = self.loss_scale

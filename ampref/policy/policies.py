@@ -138,6 +138,16 @@ def _load_shipped(name: str) -> Policy:
     return parse_policy(entry.read_bytes(), f"ampref.policy.shipped/{name}.toml")
 
 
+def _check_bytes_and_source(data: Any, source: Any) -> None:
+    """parse_policy's argument types, named before anything is decoded."""
+    if not isinstance(source, str):
+        raise TypeError(f"parse_policy: source must be a str naming the policy, got "
+                        f"{type(source).__name__}: {source!r}")
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError(f"parse_policy: data must be the bytes of a policy file, got "
+                        f"{type(data).__name__} (for a path, use load_policy)")
+
+
 def parse_policy(data: bytes, source: str) -> Policy:
     """A :class:`Policy` from the bytes of a policy TOML file (``source`` names it in errors).
 
@@ -146,12 +156,7 @@ def parse_policy(data: bytes, source: str) -> Policy:
             ``source`` not a str.
         ValueError: not UTF-8, not TOML, or not a valid policy (the fault named).
     """
-    if not isinstance(source, str):
-        raise TypeError(f"parse_policy: source must be a str naming the policy, got "
-                        f"{type(source).__name__}: {source!r}")
-    if not isinstance(data, (bytes, bytearray)):
-        raise TypeError(f"parse_policy: data must be the bytes of a policy file, got "
-                        f"{type(data).__name__} (for a path, use load_policy)")
+    _check_bytes_and_source(data, source)
     try:
         raw = tomllib.loads(bytes(data).decode("utf-8"))
     except UnicodeDecodeError as e:
