@@ -57,7 +57,8 @@ def _classify(model: Any, x: Any) -> Any:
     return torch.nn.functional.cross_entropy(model(x).float(), torch.tensor([1, 2]))
 
 
-def _causal_lm(model: Any, ids: Any) -> Any:
+def _lm(model: Any, ids: Any) -> Any:
+    """The loss of a language model (causal or masked) that predicts its own ids."""
     return model(input_ids=ids, labels=ids).loss
 
 
@@ -87,7 +88,7 @@ def _hf(config: str, model: str, **kw: Any) -> Build:
         import transformers
         transformers.logging.set_verbosity_error()
         cfg = getattr(transformers, config)(**{**_BERT, **kw})
-        return getattr(transformers, model)(cfg), _ids(), _causal_lm
+        return getattr(transformers, model)(cfg), _ids(), _lm
     return build
 
 
@@ -102,7 +103,7 @@ def _hf_task(config: str, model: str, batch: Callable[[], Any], loss: Callable[[
     return build
 
 
-def _masked_lm(model: Any, ids: Any) -> Any:
+def _lm(model: Any, ids: Any) -> Any:
     return model(input_ids=ids, labels=ids).loss
 
 
@@ -161,13 +162,13 @@ MODELS: dict[str, Build] = {
     "transformers Mamba": _hf("MambaConfig", "MambaForCausalLM", state_size=4),
     "transformers RWKV": _hf("RwkvConfig", "RwkvForCausalLM", attention_hidden_size=32,
                              context_length=64),
-    "transformers XLNet": _hf_task("XLNetConfig", "XLNetLMHeadModel", _ids, _masked_lm, d_model=32,
+    "transformers XLNet": _hf_task("XLNetConfig", "XLNetLMHeadModel", _ids, _lm, d_model=32,
                                    n_layer=2, n_head=4, d_inner=64, vocab_size=100),
     "transformers DeBERTa-v2": _hf_task("DebertaV2Config", "DebertaV2ForMaskedLM", _ids,
-                                        _masked_lm, **_BERT),
+                                        _lm, **_BERT),
     "transformers Longformer": _hf_task("LongformerConfig", "LongformerForMaskedLM", _ids,
-                                        _masked_lm, attention_window=4, **_BERT),
-    "transformers FNet (FFT)": _hf_task("FNetConfig", "FNetForMaskedLM", _ids, _masked_lm,
+                                        _lm, attention_window=4, **_BERT),
+    "transformers FNet (FFT)": _hf_task("FNetConfig", "FNetForMaskedLM", _ids, _lm,
                                         hidden_size=32, num_hidden_layers=2,
                                         intermediate_size=64, vocab_size=100),
     "transformers T5": _hf_task("T5Config", "T5ForConditionalGeneration", _ids, _seq2seq,
