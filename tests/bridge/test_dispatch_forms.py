@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 
 from ampref.testing import assert_bitwise_equal  # noqa: E402
 from ampref.torch import UnsupportedOpError, autocast, emulate, shadow  # noqa: E402
+from ampref.torch.base import unsupported_reason  # noqa: E402
 
 nn = torch.nn
 
@@ -310,6 +311,21 @@ def test_complex_arithmetic_is_refused_and_complex_views_are_torchs() -> None:
     with emulate(fallback="torch") as mode:
         torch.view_as_real(torch.view_as_complex(x) * freqs)
     assert [r.op for r in mode.report.not_emulated()] == ["mul"]
+
+
+@pytest.mark.clause("TRC-EMU-002")
+def test_the_refusal_names_complex_operands_passed_by_keyword_or_without_kwargs() -> None:
+    """Inputs: ``unsupported_reason`` for an op without a handler, given a complex tensor
+    only among its keyword operands (an ``out=``), only among its positional operands
+    with ``kwargs=None`` (the default), and real operands only. Expected: the first two
+    say complex arithmetic has no reference, the third says no reference implementation.
+    Pass: equality of the strings (a planted ``kwargs and {}`` missed the keyword one and
+    raised AttributeError on None)."""
+    real, cplx = torch.ones(2), torch.ones(2, dtype=torch.complex64)
+    complex_reason = "complex arithmetic has no reference (complex views run in torch)"
+    assert unsupported_reason("fft_c2c", (real,), {"out": cplx}) == complex_reason
+    assert unsupported_reason("fft_c2c", ([real, cplx],), None) == complex_reason
+    assert unsupported_reason("fft_c2c", (real,), {"norm": 1}) == "no reference implementation"
 
 
 @pytest.mark.clause("TRC-EMU-001")
