@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["TensorIndexError", "check_count", "check_flag", "check_instance", "check_int",
-           "check_real", "flag_items", "real_array", "real_float32", "same_shape"]
+           "check_real", "flag_items", "real_array", "real_float32", "reshape_entries",
+           "same_shape"]
 
 
 class TensorIndexError(IndexError, ValueError):
@@ -136,3 +137,21 @@ def same_shape(name: str, arr: Any, shape: tuple[int, ...]) -> Any:
     if tuple(arr.shape) != tuple(shape):
         raise ValueError(f"{name} has shape {tuple(arr.shape)}, expected {tuple(shape)}")
     return arr
+
+
+def reshape_entries(op: str, shape: tuple[Any, ...]) -> tuple[int, ...]:
+    """The entries of a target shape (reshape, view) as ints, each >= 0 or -1 (the one
+    dimension inferred), as torch reads them.
+
+    Raises:
+        TypeError: an entry that is not an int (a float or bool is not truncated).
+        ValueError: an entry below -1 (NumPy would read any negative entry as -1; torch
+            refuses it).
+    """
+    for d in shape:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"{op}: shape entries must be ints, got {d!r} in {shape!r}")
+        if d < -1:
+            raise ValueError(f"{op}: invalid shape dimension {d} in {shape} (each is >= 0, "
+                             f"or -1 for the one dimension inferred)")
+    return tuple(int(d) for d in shape)

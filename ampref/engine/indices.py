@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ampref.common.checks import TensorIndexError, check_flag, check_int, reshape_entries
+
 __all__ = ["IndexTensor"]
 
 _KINDS = {"i": "int64", "u": "int64", "b": "bool"}
@@ -58,7 +60,30 @@ class IndexTensor:
         return int(self.data.size)
 
     def size(self, dim: int | None = None) -> Any:
-        return self.shape if dim is None else self.shape[dim]
+        """The shape, or its length along ``dim``.
+
+        Raises:
+            TypeError / ValueError: ``dim`` not an int in [-ndim, ndim), or any dim of a
+                0-d tensor (it has none).
+        """
+        if dim is None:
+            return self.shape
+        d = self._dim("size", dim)
+        if not self.shape:
+            raise ValueError(f"size: dim {dim} of a 0-d tensor (it has no dims)")
+        return self.shape[d]
+
+    def _dim(self, op: str, dim: Any, extra: int = 0) -> int:
+        """``dim`` normalised against the dims (``extra`` more: unsqueeze's result), as
+        the float tensor's methods check it: a dim past the shape is refused with the op
+        and the valid range named, never handed to NumPy. A 0-d tensor takes 0 and -1,
+        as torch wraps its dims as if it had one."""
+        n = max(self.ndim + extra, 1)
+        d = check_int(f"{op}: dim", dim)
+        if not -n <= d < n:
+            raise ValueError(f"{op}: dim {d} is out of range for a tensor of shape "
+                             f"{self.shape} (valid: {-n} to {n - 1})")
+        return d % n
 
     def __len__(self) -> int:
         if not self.shape:
@@ -102,12 +127,27 @@ class IndexTensor:
     def __getitem__(self, idx: Any) -> IndexTensor:
         if isinstance(idx, IndexTensor):
             idx = idx.data
-        return self._new(self.data[idx])
+        try:
+            return self._new(self.data[idx])
+        except IndexError as e:  # NumPy's words, with the shape and the index named
+            raise TensorIndexError(f"index {idx!r} of a tensor of shape {self.shape}: "
+                                   f"{e}") from None
 
     def reshape(self, *shape: Any) -> IndexTensor:
-        dims = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) \
+        """The elements in row-major order in ``shape`` (``reshape(2, 3)`` or
+        ``reshape((2, 3))``; one entry may be -1, inferred).
+
+        Raises:
+            TypeError: an entry that is not an int.
+            ValueError: an entry below -1, two -1 entries, or a shape of another size.
+        """
+        given = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) \
             else shape
-        return self._new(self.data.reshape(dims))
+        dims = reshape_entries("reshape", given)
+        try:
+            return self._new(self.data.reshape(dims))
+        except ValueError as e:
+            raise ValueError(f"cannot reshape {self.shape} to {dims}: {e}") from None
 
     view = reshape
 
@@ -115,7 +155,7 @@ class IndexTensor:
         return self._new(self.data.reshape(-1))
 
     def unsqueeze(self, dim: int) -> IndexTensor:
-        return self._new(self.backend.xp.expand_dims(self.data, dim))
+        return self._new(self.backend.xp.expand_dims(self.data, self._dim("unsqueeze", dim, 1)))
 
     def clone(self) -> IndexTensor:
         return self._new(self.data.copy())
@@ -195,9 +235,15 @@ class IndexTensor:
 
     __hash__ = None  # type: ignore[assignment]  # == is elementwise, as in torch
 
-    def sum(self, dim: int | None = None, keepdim: bool = False) -> IndexTensor:
-        """Exact integer count/sum (bool counts as 0/1), int64 as in torch."""
-        return self._new(self.data.astype("int64").sum(axis=dim, keepdims=keepdim))
+    def sum(self, dim: Any = None, keepdim: bool = False) -> IndexTensor:
+        """Exact integer count/sum (bool counts as 0/1), int64 as in torch, over ``dim``
+        (an int, a tuple or list of ints, or None/empty for every dim)."""
+        keep = check_flag("sum: keepdim", keepdim)
+        dims = () if dim is None else (dim,) if not isinstance(dim, (tuple, list)) else dim
+        axes = tuple(self._dim("sum", d) for d in dims)
+        # every dim when none is named; a 0-d tensor's dim 0 / -1 is its one element
+        axis = axes if axes and self.ndim else None
+        return self._new(self.data.astype("int64").sum(axis=axis, keepdims=keep))
 
     def all(self) -> IndexTensor:
         return self._new(self.data.all())
@@ -206,4 +252,21 @@ class IndexTensor:
         return self._new(self.data.any())
 
     def argmax(self, dim: int | None = None, keepdim: bool = False) -> IndexTensor:
-        return self._new(self.backend.xp.argmax(self.data, axis=dim, keepdims=keepdim))
+        """Index of the largest value (the first on ties), over every element when
+        ``dim`` is None or the tensor is 0-d.
+
+        Raises:
+            TypeError: a bool tensor (torch has no argmax for bool; ``.long()`` first),
+                a ``dim`` that is not an int or a ``keepdim`` that is not a bool.
+            ValueError: a ``dim`` out of range.
+        """
+        if self.dtype == "bool":
+            raise TypeError("argmax: a bool tensor has none, as in torch; take it of "
+                            "mask.long()")
+        keep = check_flag("argmax: keepdim", keepdim)
+        if dim is None or not self.ndim:
+            if dim is not None:
+                self._dim("argmax", dim)
+            return self._new(self.backend.xp.argmax(self.data.reshape(-1)))
+        axis = self._dim("argmax", dim)
+        return self._new(self.backend.xp.argmax(self.data, axis=axis, keepdims=keep))

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ampref.common.checks import TensorIndexError
+from ampref.common.checks import TensorIndexError, reshape_entries
 
 from ..tensor import Tensor
 from .core import (autocast_inputs, backend_of, check_tensor, dims_of, host_index, index_data,
@@ -31,13 +31,7 @@ def reshape(input: Tensor, shape: Sequence[int]) -> Tensor:
             refuses it), two -1 entries, or a shape of another size (both shapes named).
     """
     x = check_tensor(input, "reshape")
-    dims = tuple(shape)
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-            raise TypeError(f"reshape: shape entries must be ints, got {d!r} in {dims!r}")
-        if d < -1:
-            raise ValueError(f"reshape: invalid shape dimension {d} in {dims} (each is >= 0, "
-                             f"or -1 for the one dimension inferred)")
+    dims = reshape_entries("reshape", tuple(shape))
     try:
         out = x.data.reshape(dims)
     except ValueError as e:
