@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ampref.common.checks import check_flag
 from ampref.formats.table import Format, get_format
 
 from .indices import IndexTensor
@@ -170,27 +171,30 @@ def masked_fill(self: Any, mask: Any, value: builtins.float) -> Any:
     return _F().masked_fill(self, mask, value)
 
 
-def argmax(self: Any, dim: int | None = None, keepdim: bool = False) -> IndexTensor:
-    """Index of the largest value (the first one on ties; NaN counts as largest, as
-    in torch); an integer tensor without gradient."""
+def _arg_extreme(self: Any, dim: Any, keepdim: Any, op: str) -> IndexTensor:
+    """``argmax``/``argmin``: the index of the extreme value, the first one on ties (NaN
+    counts as the extreme, as in torch), over every element when ``dim`` is None or the
+    tensor is 0-d (its dim 0 / -1 is its one element); an integer tensor without
+    gradient. A ``keepdim`` that is not a bool is refused, as torch refuses it."""
     xp = self.backend.xp
-    if dim is None or not self.shape:  # a 0-d tensor's dim 0 / -1 is its one element
+    keep = check_flag(f"{op}: keepdim", keepdim)
+    find = getattr(xp, op)
+    if dim is None or not self.shape:
         if dim is not None:
-            _one_dim(self, dim, "argmax")
-        return IndexTensor(xp.argmax(self.data.reshape(-1)), self.backend)
-    axis = _one_dim(self, dim, "argmax")
-    return IndexTensor(xp.argmax(self.data, axis=axis, keepdims=keepdim), self.backend)
+            _one_dim(self, dim, op)
+        return IndexTensor(find(self.data.reshape(-1)), self.backend)
+    axis = _one_dim(self, dim, op)
+    return IndexTensor(find(self.data, axis=axis, keepdims=keep), self.backend)
+
+
+def argmax(self: Any, dim: int | None = None, keepdim: bool = False) -> IndexTensor:
+    """Index of the largest value (the first one on ties; NaN counts as largest)."""
+    return _arg_extreme(self, dim, keepdim, "argmax")
 
 
 def argmin(self: Any, dim: int | None = None, keepdim: bool = False) -> IndexTensor:
-
-    xp = self.backend.xp
-    if dim is None or not self.shape:
-        if dim is not None:
-            _one_dim(self, dim, "argmin")
-        return IndexTensor(xp.argmin(self.data.reshape(-1)), self.backend)
-    axis = _one_dim(self, dim, "argmin")
-    return IndexTensor(xp.argmin(self.data, axis=axis, keepdims=keepdim), self.backend)
+    """Index of the smallest value (the first one on ties; NaN counts as smallest)."""
+    return _arg_extreme(self, dim, keepdim, "argmin")
 
 
 def tolist(self: Any) -> Any:

@@ -197,6 +197,36 @@ def _surface() -> dict[str, tuple[Callable[..., Any], list[Any], dict[str, Any]]
                                               [dp, 4, "float16"], {}),
         "ampref.distributed.buckets": (distributed.buckets, [[10, 20], [100, 200]], {}),
         **_bridge_surface(),
+        **_method_surface(),
+    }
+
+
+def _method_surface() -> dict[str, tuple[Callable[..., Any], list[Any], dict[str, Any]]]:
+    """The torch-named methods of float and integer tensors whose parameters are
+    annotated (a fresh tensor bound to each)."""
+    def ids() -> Any:
+        return ampref.tensor(np.arange(6).reshape(2, 3))
+    return {
+        "Tensor.size": (_t().size, [0], {}),
+        "Tensor.flatten": (_t().flatten, [0, -1], {}),
+        "Tensor.unsqueeze": (_t().unsqueeze, [0], {}),
+        "Tensor.squeeze": (_t().squeeze, [0], {}),
+        "Tensor.transpose": (_t().transpose, [0, 1], {}),
+        "Tensor.softmax": (_t().softmax, [1], {}),
+        "Tensor.log_softmax": (_t().log_softmax, [1], {}),
+        "Tensor.masked_fill": (_t().masked_fill, [np.zeros((2, 3), bool), 0.0], {}),
+        "Tensor.argmax": (_t().argmax, [1], {"keepdim": True}),
+        "Tensor.argmin": (_t().argmin, [1], {"keepdim": True}),
+        "Tensor.split": (_t().split, [1], {"dim": 0}),
+        "Tensor.chunk": (_t().chunk, [3], {"dim": 1}),
+        "Tensor.sum": (_t().sum, [], {"dim": 0, "keepdim": True}),
+        "Tensor.mean": (_t().mean, [], {"dim": 0, "keepdim": True}),
+        "Tensor.requires_grad_": (_t().requires_grad_, [True], {}),
+        "Tensor.to": (_t().to, ["bf16"], {}),
+        "IndexTensor.size": (ids().size, [0], {}),
+        "IndexTensor.unsqueeze": (ids().unsqueeze, [0], {}),
+        "IndexTensor.sum": (ids().sum, [], {"dim": 0, "keepdim": True}),
+        "IndexTensor.argmax": (ids().argmax, [1], {"keepdim": True}),
     }
 
 
