@@ -86,7 +86,11 @@ def load(f: str | os.PathLike[str]) -> Any:
     if not isinstance(structure, dict) or structure.get("version") != _VERSION:
         raise ValueError(f"{os.fspath(f)!r}: unknown checkpoint version "
                          f"{structure.get('version') if isinstance(structure, dict) else '?'}")
-    return _decode(structure.get("root"), members, "")
+    try:
+        return _decode(structure.get("root"), members, "")
+    except (KeyError, TypeError) as e:  # an entry without a field it needs, or of a wrong type
+        raise ValueError(f"{os.fspath(f)!r}: damaged checkpoint structure "
+                         f"({type(e).__name__}: {e})") from None
 
 
 def _member(z: Any, name: str, f: str | os.PathLike[str]) -> np.ndarray:

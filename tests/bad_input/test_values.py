@@ -4,6 +4,7 @@ value, error type, words); a new parameter is one row."""
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -267,3 +268,48 @@ def test_an_fp16_overflow_is_reported_by_the_scaler_and_no_numpy_warning_leaks()
         assert scaler.step(opt, return_found_inf=True) is True
         scaler.update()
     assert scaler.get_scale() == 2.0**14
+
+
+def _with_root(tmp_path: Path, root: Any) -> Path:
+    """A valid checkpoint of one float tensor whose structure member is rewritten with
+    ``root`` (its array member kept, named "a0" as save names the first array)."""
+    path = tmp_path / "d.ckpt"
+    ampref.save({"w": ampref.tensor([1.0, 2.0], "fp16")}, path)
+    with np.load(path) as z:
+        members = {k: z[k] for k in z.files}
+    assert "a0" in members, sorted(members)
+    members["ampref_structure"] = np.frombuffer(
+        json.dumps({"version": 1, "root": root}).encode(), dtype=np.uint8)
+    with open(path, "wb") as out:  # a file object: np.savez would add ".npz" to a name
+        np.savez(out, **members)
+    return path
+
+
+#: damaged structure roots -> the words of the ValueError that names them
+DAMAGED = {
+    "an int node": (5, r"damaged checkpoint structure at /: 5"),
+    "a list node": ([1], r"damaged checkpoint structure at /: \[1\]"),
+    "a dict without kind": ({"value": 1}, r"at /: \{'value': 1\}"),
+    "an item without kind": ({"kind": "dict", "items": {"w": {"array": "a0"}}},
+                             r"at \['w'\]"),
+    "an unknown kind": ({"kind": "blob"}, "unknown entry 'blob'"),
+    "an int without its value": ({"kind": "int"}, "KeyError"),
+    "a float that is no hex string": ({"kind": "float", "value": 3}, "TypeError"),
+    "a tensor without format": ({"kind": "tensor", "array": "a0"}, "KeyError: 'format'"),
+    "a missing array": ({"kind": "array", "array": "a9"}, "array 'a9' missing"),
+}
+
+
+@pytest.mark.clause("ENG-SER-001", "API-ERR-001")
+@pytest.mark.parametrize("name", list(DAMAGED))
+def test_load_names_a_damaged_structure_entry(tmp_path: Path, name: str) -> None:
+    """Inputs: a checkpoint whose structure member holds ``name``'s root (a node that is
+    no entry, an entry without ``kind`` at the top or inside a dict, an unknown kind, an
+    entry missing a field it needs or holding one of the wrong type, an array reference
+    to no member). Expected: ValueError naming the file's damage and where (never a
+    KeyError, TypeError or AttributeError from inside the decoder). Pass: raised,
+    message matched."""
+    root, words = DAMAGED[name]
+    with pytest.raises(ValueError, match=words) as e:
+        ampref.load(_with_root(tmp_path, root))
+    assert type(e.value) is ValueError
