@@ -96,6 +96,33 @@ def test_a_scale_limit_block_lies_within_four_binades_of_each_end_of_the_scales(
             assert 2.0 ** (top - 1) <= amax < 2.0**top, (k, j, amax)
 
 
+@pytest.mark.clause("REC-IDN-002")
+def test_an_edge_block_peaks_j_float32_steps_from_the_element_max_on_js_side() -> None:
+    """Inputs: make_block('edge') and ('mantissa') for an MXFP8 (e4m3, max 448) 1x32 block,
+    k = 0 and 3, j = -2..2, the special element at position 5. Expected: edge: element 5
+    is sign(j) times the float32 whose bit pattern is that of 448 * 2^k moved |j| steps
+    up (j > 0) or down (j < 0), integer arithmetic on the bits as the oracle; mantissa:
+    element 5 is ±448 * (1 + (2|j| + 1)/16) * 2^k; every other element is at most half
+    the peak in magnitude. Pass: equal bits, the bound held."""
+    from ampref.testing.blocks import make_block
+
+    for k in (0, 3):
+        base = int(np.float32(448.0 * 2.0**k).view(np.uint32))
+        for j in range(-2, 3):
+            sign = -1.0 if j < 0 else 1.0
+            # positive floats order as their bit patterns: + j steps up for j > 0 and
+            # down toward 0 for j < 0
+            want = {"edge": sign * np.uint32(base + j).view(np.float32),
+                    "mantissa": np.float32(sign * 448.0 * (1 + (2 * abs(j) + 1) / 16)
+                                           * 2.0**k)}
+            for kind, peak in want.items():
+                b = make_block(kind, 32, "float8_e4m3fn", 9, k, j, 5)
+                got = b[5:6].view(np.uint32)[0]
+                assert got == np.float32(peak).view(np.uint32), (kind, k, j, hex(got))
+                rest = np.abs(np.delete(b, 5))
+                assert rest.max() <= abs(peak) / 2, (kind, k, j)
+
+
 @pytest.mark.clause("ACC-IDN-002")
 def test_a_float32_loop_passes_as_sequential_and_fails_as_pairwise_naming_sequential() -> None:
     """Inputs: a float32 loop GEMM checked as sequential (60 examples) and as pairwise
