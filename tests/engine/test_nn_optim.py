@@ -251,6 +251,72 @@ def test_module_state_dict_round_trip_and_mismatch_errors() -> None:
         b.load_state_dict(sd)
 
 
+@pytest.mark.clause("ENG-NN-001")
+def test_load_state_dict_without_strict_skips_and_returns_the_keys_torch_returns() -> None:
+    """Inputs: an MLP 3-4-2 and torch's Sequential of the same layers (same names); one
+    state dict missing '0.bias' with two extra names 'zz' and 'aa' (in that order),
+    loaded with strict=False; then with strict=True. Expected: strict=False loads the
+    three shared entries and returns torch's (missing_keys, unexpected_keys) lists,
+    ['0.bias'] and ['zz', 'aa']; strict=True raises ValueError naming both sides.
+    Pass: equal lists, loaded values bitwise equal, the error."""
+    torch = pytest.importorskip("torch")
+    ours, src = nn.MLP([3, 4, 2], seed=0), nn.MLP([3, 4, 2], seed=1)
+    theirs = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    sd = {k: v for k, v in src.state_dict().items() if k != "0.bias"}
+    sd.update(zz=np.ones(1), aa=np.ones(1))
+    got = ours.load_state_dict(sd, strict=False)
+    want = theirs.load_state_dict({k: torch.tensor(v) for k, v in sd.items()}, strict=False)
+    assert (got.missing_keys, got.unexpected_keys) == (want.missing_keys, want.unexpected_keys)
+    assert got == (["0.bias"], ["zz", "aa"])
+    after = ours.state_dict()
+    assert all(_same({k: after[k]}, {k: sd[k]}) for k in ("0.weight", "2.weight", "2.bias"))
+    with pytest.raises(ValueError, match=r"missing \['0.bias'\], unexpected \['zz', 'aa'\]"):
+        ours.load_state_dict(sd)
+
+
+@pytest.mark.clause("ENG-NN-001", "API-ERR-001")
+def test_load_state_dict_loads_nothing_when_one_entry_is_refused() -> None:
+    """Inputs: an MLP 3-4-2 given another MLP's state dict whose last entry ('2.bias')
+    has shape (5,), with strict=True and strict=False; a list instead of a dict; strict
+    given as "no". Expected: ValueError naming '2.bias' and both shapes, and every
+    parameter still holding its old bits (no half-loaded model); TypeErrors naming the
+    mapping and the flag. Pass: the errors and bitwise equal parameters."""
+    a, b = nn.MLP([3, 4, 2], seed=0), nn.MLP([3, 4, 2], seed=1)
+    before = a.state_dict()
+    sd = b.state_dict()
+    sd["2.bias"] = np.zeros(5, np.float32)
+    for strict in (True, False):
+        with pytest.raises(ValueError, match=r"'2.bias' has shape \(5,\), parameter has \(2,\)"):
+            a.load_state_dict(sd, strict=strict)
+        assert _same(a.state_dict(), before)
+    with pytest.raises(TypeError, match="state dict .* got list"):
+        a.load_state_dict(list(sd.items()))
+    with pytest.raises(TypeError, match="strict must be a bool"):
+        a.load_state_dict(b.state_dict(), strict="no")
+
+
+@pytest.mark.clause("ENG-NN-001")
+@pytest.mark.parametrize(("source", "target"), [("SGD", "Adam"), ("Adam", "SGD"),
+                                                ("SGD", "AdamW")])
+def test_an_optimizer_refuses_the_buffers_of_another_optimizer(source: str,
+                                                                target: str) -> None:
+    """Inputs: a Linear(3, 2) stepped once by ``source`` (SGD with momentum 0.9, or
+    Adam), its state dict loaded into a fresh ``target``. Expected: ValueError naming
+    the foreign buffers and the ones ``target`` keeps (before: Adam ran on with SGD's
+    momentum buffer and step count). Adam's state loads into AdamW (the same buffers).
+    Pass: the error, and the AdamW load."""
+    m = nn.Linear(3, 2, seed=0)
+    x = ampref.tensor(np.ones((2, 3), np.float32))
+    kw: dict[str, Any] = {"momentum": 0.9} if source == "SGD" else {}
+    first = getattr(optim, source)(m.parameters(), lr=0.1, **kw)
+    m(x).sum().backward()
+    first.step()
+    with pytest.raises(ValueError, match=f"optimizer state holds .*; {target} keeps"):
+        getattr(optim, target)(m.parameters(), lr=0.1).load_state_dict(first.state_dict())
+    if source == "Adam":
+        optim.AdamW(m.parameters(), lr=0.1).load_state_dict(first.state_dict())
+
+
 @pytest.mark.clause("ENG-RNG-001", "ENG-RNG-002")
 def test_initialisation_and_sampling_draw_from_the_seeded_generator_in_call_order() -> None:
     """Input: manual_seed(11), then a Linear(4, 3) without seed, then ampref.rand(5) and

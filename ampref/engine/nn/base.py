@@ -3,8 +3,8 @@ train/eval, ``to_format`` and ``state_dict`` (ENG-NN-*); and ``Parameter``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -14,7 +14,14 @@ from ampref.formats.table import Format, get_format
 from ..creation import tensor
 from ..tensor import Tensor
 
-__all__ = ["Module", "Parameter"]
+__all__ = ["IncompatibleKeys", "Module", "Parameter"]
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict(strict=False)`` skipped (torch's ``_IncompatibleKeys``)."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[Any]
 
 
 def Parameter(values: Any, fmt: str | Format = "float32", backend: str = "numpy") -> Tensor:
@@ -114,21 +121,40 @@ class Module:
         """Parameter name -> exact values (NumPy float32/float64 copies)."""
         return {name: p.numpy() for name, p in self.named_parameters()}
 
-    def load_state_dict(self, sd: dict[str, Any]) -> None:
-        """Load values by name (NumPy arrays or tensors, as torch's state dicts hold);
-        every name and shape must match.
+    def load_state_dict(self, sd: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
+        """Load values by name (NumPy arrays or tensors, as torch's state dicts hold). With
+        ``strict`` (the default) every name must match; without it, names only one side
+        has are skipped and returned, as torch's ``strict=False``. Shapes must match
+        either way (torch refuses a size mismatch under both). Nothing is loaded unless
+        every entry passes.
+
+        Returns:
+            the (missing_keys, unexpected_keys) that were skipped (empty when strict).
 
         Raises:
-            ValueError: missing or unexpected names, or a shape mismatch (named).
+            TypeError: ``sd`` is not a mapping, or ``strict`` not a bool.
+            ValueError: missing or unexpected names when strict, or a shape mismatch
+                (named).
         """
+        if not isinstance(sd, Mapping):
+            raise TypeError(f"load_state_dict takes a state dict (a mapping of parameter "
+                            f"names to arrays or tensors), got {type(sd).__name__}")
+        strict = check_flag("strict", strict)
         own = dict(self.named_parameters())
-        missing, extra = sorted(set(own) - set(sd)), sorted(set(sd) - set(own))
-        if missing or extra:
+        # in torch's orders: the module's names, then the state dict's
+        missing, extra = [n for n in own if n not in sd], [k for k in sd if k not in own]
+        if strict and (missing or extra):
             raise ValueError(f"state_dict mismatch: missing {missing or 'none'}, unexpected "
                              f"{extra or 'none'}")
+        values = {}
         for name, p in own.items():
+            if name not in sd:
+                continue
             v = sd[name].numpy() if isinstance(sd[name], Tensor) else np.asarray(sd[name])
             if v.shape != p.shape:
                 raise ValueError(f"state_dict entry {name!r} has shape {v.shape}, parameter has "
                                  f"{p.shape}")
-            p.data = tensor(v, p.format, backend=p.backend).data
+            values[name] = tensor(v, p.format, backend=p.backend).data
+        for name, data in values.items():
+            own[name].data = data
+        return IncompatibleKeys(missing, extra)

@@ -70,6 +70,10 @@ def _check_params(params: Any) -> list[Tensor]:
 class Optimizer:
     """Base: parameter list, float32 masters, state, step with an optional scaler."""
 
+    #: the per-parameter buffers this optimizer keeps (a state dict naming others came
+    #: from another optimizer)
+    buffers: frozenset[str] = frozenset()
+
     def __init__(self, params: Sequence[Tensor], lr: float, *, master_weights: bool = True) -> None:
         self.params = _check_params(params)
         self.lr = check_lr(lr)
@@ -164,7 +168,9 @@ class Optimizer:
         """Restore :meth:`state_dict` output.
 
         Raises:
-            ValueError: the number of parameters or a buffer shape does not match.
+            ValueError: the number of parameters or a buffer shape does not match, or a
+                buffer this optimizer does not keep (another optimizer's state: SGD's
+                momentum loaded into Adam would run on with SGD's step count).
         """
         keys = {"steps", "lr", "state", "master"}
         if not isinstance(sd, dict) or set(sd) != keys:
@@ -177,6 +183,13 @@ class Optimizer:
             raise ValueError(f"optimizer state has {len(sd['state'])} parameters, this optimizer "
                              f"has {len(self.params)}")
         for p, s in zip(self.params, sd["state"], strict=True):
+            if not isinstance(s, dict):
+                raise ValueError(f"optimizer state entries are dicts of buffers, got "
+                                 f"{type(s).__name__}")
+            foreign = sorted(set(s) - self.buffers)
+            if foreign:
+                raise ValueError(f"optimizer state holds {foreign!r}; {type(self).__name__} "
+                                 f"keeps the buffers {sorted(self.buffers)}")
             for k, v in s.items():
                 if np.shape(v) not in ((), p.shape):
                     raise ValueError(f"optimizer buffer {k!r} has shape {np.shape(v)}, parameter "
@@ -199,6 +212,8 @@ def _store(p: Tensor, new: Any) -> Any:
 class SGD(Optimizer):
     """torch.optim.SGD order: g += wd*w; buf = momentum*buf + (1 - dampening)*g (buf = g
     at the first step); g = g + momentum*buf if nesterov else buf; w -= lr*g."""
+
+    buffers = frozenset({"momentum_buffer"})
 
     def __init__(self, params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.0,
                  dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False, *,
@@ -236,6 +251,7 @@ class Adam(Optimizer):
     ``weight_decay`` adds wd*w to g (L2, as torch.optim.Adam)."""
 
     decoupled = False
+    buffers = frozenset({"step", "exp_avg", "exp_avg_sq"})
 
     def __init__(self, params: Sequence[Tensor], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
