@@ -290,9 +290,9 @@ def test_load_state_dict_loads_nothing_when_one_entry_is_refused() -> None:
             a.load_state_dict(sd, strict=strict)
         assert _same(a.state_dict(), before)
     with pytest.raises(TypeError, match="state dict .* got list"):
-        a.load_state_dict(list(sd.items()))
+        a.load_state_dict(list(sd.items()))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="strict must be a bool"):
-        a.load_state_dict(b.state_dict(), strict="no")
+        a.load_state_dict(b.state_dict(), strict="no")  # type: ignore[arg-type]
 
 
 @pytest.mark.clause("ENG-NN-001")
