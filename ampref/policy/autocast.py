@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ampref.common.checks import check_flag
+from ampref.common.reusable import ReusableContext
 from ampref.formats.table import Format, get_format
 from .policies import MixedPolicy, Policy, get_policy, load_policy
 
@@ -82,11 +83,13 @@ class CastPlan:
     listed: bool = False
 
 
-@contextmanager
 def autocast(device_type: str, dtype: str | Format | None = None, enabled: bool = True,
              cache_enabled: bool = True, *,
-             policy: str | Path | Policy | MixedPolicy | None = None) -> Iterator[None]:
+             policy: str | Path | Policy | MixedPolicy | None = None) -> ReusableContext[None]:
     """Run engine ops inside under a precision policy (AUT-CTX-*), in torch's call shape.
+
+    The arguments are checked when it is called; the object it returns can be entered
+    again, nested in itself, or used as a decorator, as ``torch.autocast``'s.
 
     Args:
         device_type: ``"cuda"`` (the torch-cuda policy) or ``"cpu"`` (torch-cpu); the
@@ -111,15 +114,7 @@ def autocast(device_type: str, dtype: str | Format | None = None, enabled: bool 
                          f"{', '.join(DEVICE_POLICIES)} (other policies: policy=...)")
     enabled = check_flag("autocast enabled", enabled)
     cache_enabled = check_flag("autocast cache_enabled", cache_enabled)
-    if policy is None:
-        policy = DEVICE_POLICIES[device_type]
-    pol: Policy | MixedPolicy
-    if isinstance(policy, (Policy, MixedPolicy)):
-        pol = policy
-    elif isinstance(policy, str) and "=" in policy:
-        pol = get_policy(policy)
-    else:
-        pol = load_policy(policy)
+    pol = _policy_of(DEVICE_POLICIES[device_type] if policy is None else policy)
     if isinstance(pol, MixedPolicy):
         fmt = pol.compute if dtype is None else get_format(dtype)
     else:
@@ -127,10 +122,24 @@ def autocast(device_type: str, dtype: str | Format | None = None, enabled: bool 
         if fmt.name not in ("float16", "bfloat16"):
             raise ValueError(f"autocast dtype must be float16 or bfloat16 under policy "
                              f"{pol.name!r}, got {fmt.name}")
+    return ReusableContext(_region, _State(enabled=enabled, dtype=fmt, policy=pol,
+                                           cache_enabled=cache_enabled))
+
+
+def _policy_of(policy: str | Path | Policy | MixedPolicy) -> Policy | MixedPolicy:
+    """A policy object, a jmp string (``"params=...,compute=..."``) or a name or path."""
+    if isinstance(policy, (Policy, MixedPolicy)):
+        return policy
+    if isinstance(policy, str) and "=" in policy:
+        return get_policy(policy)
+    return load_policy(policy)
+
+
+@contextmanager
+def _region(state: _State) -> Iterator[None]:
+    """One entry of an autocast region: ``state`` active inside, the outer one after."""
     # the outermost region creates the cache identity; leaving it drops the cache (AUT-CAC-002)
-    region = _STATE.get().region or Region()
-    token = _STATE.set(_State(enabled=enabled, dtype=fmt, policy=pol,
-                              cache_enabled=cache_enabled, region=region))
+    token = _STATE.set(replace(state, region=_STATE.get().region or Region()))
     try:
         yield
     finally:

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from torch.library import Library
 
+from ampref.common.reusable import ReusableContext
 from ampref.formats.table import Format
 from ampref.policy import autocast as policy_autocast
 from ampref.policy.policies import MixedPolicy, Policy
@@ -241,17 +242,18 @@ def casts_per_op() -> bool:
     return isinstance(pol, Policy) and low is not None
 
 
-@contextmanager
 def autocast(device_type: str = "cuda", dtype: torch.dtype | None = None, enabled: bool = True,
              cache_enabled: bool = True, *,
-             policy: str | Path | Policy | MixedPolicy | None = None) -> Iterator[None]:
+             policy: str | Path | Policy | MixedPolicy | None = None) -> ReusableContext[None]:
     """torch's ``autocast`` call shape with ampref's policies, on tensors of any device.
 
     ``device_type`` picks the op lists (``"cuda"``: torch's CUDA lists, ``"cpu"``: its CPU
     lists); ``policy`` any other (a shipped name, a TOML path, a jmp string). Each aten
     op (composites' inner ops included) is cast as the policy says, as torch's
     dispatcher does; inside :func:`ampref.torch.emulate` the casts and the ops run on
-    ampref's numerics. float64 tensors are never cast; outputs are not cast back.
+    ampref's numerics. float64 tensors are never cast; outputs are not cast back. The
+    arguments are checked when it is called; the object it returns can be entered again,
+    nested in itself, or used as a decorator, as ``torch.autocast``'s.
 
     Raises:
         ValueError: unknown device type or policy, a dtype other than float16/bfloat16.
@@ -262,9 +264,17 @@ def autocast(device_type: str = "cuda", dtype: torch.dtype | None = None, enable
         raise TypeError(f"dtype must be a torch floating dtype (torch.float16, torch.bfloat16), "
                         f"got {dtype!r}")
     fmt = None if dtype is None else format_of(dtype)
+    engine = policy_autocast.autocast(device_type, fmt, enabled, cache_enabled, policy=policy)
+    return ReusableContext(_region, device_type, engine, enabled, cache_enabled)
+
+
+@contextmanager
+def _region(device_type: str, engine: ReusableContext[None], enabled: bool,
+            cache_enabled: bool) -> Iterator[None]:
+    """One entry of a bridge region: the engine's region (``engine``) and, for a per-op
+    policy, its casts registered at torch's autocast keys."""
     with ExitStack() as stack:
-        stack.enter_context(policy_autocast.autocast(device_type, fmt, enabled, cache_enabled,
-                                                     policy=policy))
+        stack.enter_context(engine)
         pol, low = policy_autocast.active()
         if isinstance(pol, MixedPolicy):
             stack.enter_context(JmpMode())

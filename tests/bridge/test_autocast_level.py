@@ -230,3 +230,41 @@ def test_a_tensor_passed_twice_is_cast_per_argument_unless_the_weight_cache_serv
     assert ours == theirs, _first_difference(theirs, ours)
     casts = sum(op == "_to_copy" and dt == ("torch.bfloat16",) for op, dt, _ in theirs)
     assert casts == (1 if which == "leaf weight" else 2) + 1  # + y.float()'s backward
+
+
+def _step_dtypes(ctx: Any, x: Any, w: Any) -> list[str]:
+    """Per use of one region object ``ctx`` (three ``with`` steps, then a decorated
+    function called twice): the dtypes of a linear and of cross entropy on its output
+    (an fp32 op), and of the linear after the exit."""
+    def step() -> list[str]:
+        y = torch.nn.functional.linear(x, w)
+        loss = torch.nn.functional.cross_entropy(y, torch.tensor([0, 1]))
+        return [str(y.dtype), str(loss.dtype)]
+    seen: list[str] = []
+    for _ in range(3):
+        with ctx:
+            seen += step()
+        seen.append(str(torch.nn.functional.linear(x, w).dtype))
+    run = ctx(step)
+    seen += run() + run() + [str(torch.nn.functional.linear(x, w).dtype)]
+    return seen
+
+
+@pytest.mark.clause("TRC-AUT-001")
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("emulated", [False, True], ids=["torch-numerics", "emulate"])
+def test_one_bridge_autocast_object_serves_every_step_as_torchs_object_does(
+        device: str, emulated: bool) -> None:
+    """Inputs: ``ampref.torch.autocast(device, torch.float16)`` made once, entered in
+    three steps and decorating a function called twice, with and without ``emulate``;
+    each step a linear of float32 (2, 3) x (4, 3) operands and cross entropy on it.
+    Expected: per step the dtypes ``torch.autocast("cpu", dtype=torch.float16)`` made
+    once gives in the same uses (CPU and CUDA lists agree here: linear lower precision,
+    cross entropy float32), and float32 after each exit (before, the second ``with``
+    raised an AttributeError inside contextlib). Pass: equal lists."""
+    x, w = torch.randn(2, 3), torch.randn(4, 3)
+    want = _step_dtypes(torch.autocast("cpu", dtype=torch.float16), x, w)
+    with at.emulate() if emulated else nullcontext():
+        got = _step_dtypes(at.autocast(device, torch.float16), x, w)
+    assert got == want
+    assert want[:3] == ["torch.float16", "torch.float32", "torch.float32"]
