@@ -13,9 +13,7 @@ Size (about 400 lines): the Tensor class, its one-line operator hooks and the ba
 
 from __future__ import annotations
 
-import contextvars
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,14 +25,12 @@ from ampref.common.checks import real_array, same_shape
 from ampref.formats.table import FORMATS, Format
 
 from . import methods
+from .gradmode import current_observer, is_grad_enabled, no_grad, observe_gradients
 
-__all__ = ["Node", "Tensor", "is_grad_enabled", "no_grad", "round_to", "storage_dtype"]
+__all__ = ["Node", "Tensor", "is_grad_enabled", "no_grad", "observe_gradients", "round_to",
+           "storage_dtype"]
 
 FLOAT32 = FORMATS["float32"]
-
-_GRAD_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("ampref_grad", default=True)
-_OBSERVER: contextvars.ContextVar[Callable[[Any, Any, Any], None] | None] = contextvars.ContextVar(
-    "ampref_grad_observer", default=None)
 
 Backward = Callable[[Any], Sequence[Any]]
 
@@ -46,32 +42,6 @@ class Node:
     op: str
     parents: tuple[Tensor, ...]
     backward: Backward
-
-
-def is_grad_enabled() -> bool:
-    return _GRAD_ENABLED.get()
-
-
-@contextmanager
-def no_grad() -> Iterator[None]:
-    """Ops inside record no graph (optimizer updates, evaluation)."""
-    token = _GRAD_ENABLED.set(False)
-    try:
-        yield
-    finally:
-        _GRAD_ENABLED.reset(token)
-
-
-@contextmanager
-def observe_gradients(fn: Callable[[Tensor, Any, Any], None]) -> Iterator[None]:
-    """During backward, call ``fn(tensor, raw, rounded)`` for every gradient contribution
-    rounded into a format narrower than float32 (for underflow/overflow statistics);
-    ``raw`` is the float32 value before, ``rounded`` after the rounding."""
-    token = _OBSERVER.set(fn)
-    try:
-        yield
-    finally:
-        _OBSERVER.reset(token)
 
 
 def storage_dtype(fmt: Format) -> Any:
@@ -248,7 +218,7 @@ class Tensor:
             raw = grad.data if isinstance(grad, Tensor) else real_array("backward grad", grad)
             g0 = round_to(be, be.asarray(same_shape("backward grad", raw, self.shape)), self.format)
         order = _topological(self)
-        observer = _OBSERVER.get()
+        observer = current_observer()
         scaled = self.loss_scale
         grads: dict[int, Any] = {id(self): g0}
         for t in order:  # outputs before inputs

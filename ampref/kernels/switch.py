@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ContextDecorator
 from functools import cache
 
-__all__ = ["CHOICES", "ENV", "compiled", "compiled_available", "get_kernels", "set_kernels",
-           "use_kernels"]
+__all__ = ["CHOICES", "ENV", "KernelBlock", "compiled", "compiled_available", "get_kernels",
+           "set_kernels", "use_kernels"]
 
 #: the environment variable that selects the kernels of a process and its workers
 ENV = "AMPREF_KERNELS"
@@ -78,16 +77,27 @@ def set_kernels(name: str) -> None:
     _active[:] = [name]
 
 
-@contextmanager
-def use_kernels(name: str) -> Iterator[None]:
-    """Run a block with the given kernels, then restore the previous choice.
+def use_kernels(name: str) -> KernelBlock:
+    """Run a block with the given kernels, then restore the previous choice; the object
+    can be entered again, nested, and decorates functions.
 
     Raises:
-        TypeError, ValueError: as :func:`set_kernels`.
+        TypeError, ValueError: as :func:`set_kernels` (when called, before any block).
     """
-    previous = get_kernels()
-    set_kernels(name)
-    try:
-        yield
-    finally:
-        _active[:] = [previous]
+    return KernelBlock(_check(name, "kernels"))
+
+
+class KernelBlock(ContextDecorator):
+    """Blocks run with the kernels ``name``: each entry saves the choice it replaces, and
+    its exit restores that one (so entries of one object nest)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._saved: list[str] = []
+
+    def __enter__(self) -> None:
+        self._saved.append(get_kernels())
+        set_kernels(self.name)
+
+    def __exit__(self, *exc: object) -> None:
+        _active[:] = [self._saved.pop()]

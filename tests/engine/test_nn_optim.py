@@ -317,6 +317,41 @@ def test_an_optimizer_refuses_the_buffers_of_another_optimizer(source: str,
         optim.AdamW(m.parameters(), lr=0.1).load_state_dict(first.state_dict())
 
 
+def _grad_uses(ctx: Any, x: Any, nest: bool) -> list[bool]:
+    """``(x * 2).requires_grad`` in each use of one grad-mode object ``ctx``: two blocks
+    (with ``nest``, each holding a block of ``ctx`` itself), after each exit, and in a
+    function it decorates, called twice."""
+    seen = []
+    for _ in range(2):
+        with ctx:
+            if nest:
+                with ctx:
+                    seen.append((x * 2).requires_grad)
+            seen.append((x * 2).requires_grad)
+        seen.append((x * 2).requires_grad)
+    run = ctx(lambda: (x * 2).requires_grad)
+    return seen + [run(), (x * 2).requires_grad, run()]
+
+
+@pytest.mark.clause("ENG-BWD-003")
+def test_one_no_grad_object_serves_every_block_and_decoration_as_torchs_does() -> None:
+    """Inputs: ``ampref.no_grad()`` made once; ``x * 2`` of a requires-grad tensor in two
+    blocks of it, after each exit, and in a function it decorates, called twice; then
+    the same with each block holding a block of the object itself. Expected: what one
+    ``torch.no_grad()`` gives in the unnested uses (the oracle where torch is
+    installed): ``requires_grad`` False inside, True after every exit (before, the second
+    ``with`` raised AttributeError inside contextlib); nested, also True after every
+    outer exit (torch 2.13's object leaves grad mode off there, so it is not run nested).
+    Pass: equal lists."""
+    x = ampref.tensor([1.0], requires_grad=True)
+    ours = _grad_uses(ampref.no_grad(), x, nest=False)
+    assert ours == [False, True] * 2 + [False, True, False]
+    assert _grad_uses(ampref.no_grad(), x, nest=True) == [False, False, True] * 2 + [
+        False, True, False]
+    torch = pytest.importorskip("torch")
+    assert ours == _grad_uses(torch.no_grad(), torch.ones(1, requires_grad=True), nest=False)
+
+
 @pytest.mark.clause("ENG-RNG-001", "ENG-RNG-002")
 def test_initialisation_and_sampling_draw_from_the_seeded_generator_in_call_order() -> None:
     """Input: manual_seed(11), then a Linear(4, 3) without seed, then ampref.rand(5) and

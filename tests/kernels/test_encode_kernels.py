@@ -165,6 +165,30 @@ def test_the_switch_names_the_choices_and_restores_the_previous_one() -> None:
 
 
 @pytest.mark.clause("FMT-IMP-002")
+def test_one_use_kernels_object_restores_the_choice_at_every_exit_and_checks_when_made() -> None:
+    """Inputs: ``use_kernels("numpy")`` made once, entered in two blocks, once nested in
+    itself, and decorating a function called twice; ``use_kernels("fast")``. Expected:
+    "numpy" inside every entry and the previous choice after every exit (before, the
+    second ``with`` of the object raised AttributeError inside contextlib); a ValueError
+    for "fast" when made, before any block. Pass: each read of ``get_kernels``, the
+    error."""
+    before = ampref.get_kernels()
+    ctx = ampref.use_kernels("numpy")
+    seen = []
+    for _ in range(2):
+        with ctx:
+            with ctx:
+                seen.append(ampref.get_kernels())
+            seen.append(ampref.get_kernels())
+        seen.append(ampref.get_kernels())
+    run = ctx(ampref.get_kernels)
+    seen += [run(), ampref.get_kernels(), run()]
+    assert seen == ["numpy", "numpy", before] * 2 + ["numpy", before, "numpy"]
+    with pytest.raises(ValueError, match="got 'fast'"):
+        ampref.use_kernels("fast")
+
+
+@pytest.mark.clause("FMT-IMP-002")
 def test_without_numba_the_default_is_numpy_and_asking_for_compiled_names_numba() -> None:
     """Input: a fresh process where numba cannot be imported (``sys.modules["numba"] =
     None``, which is what ``find_spec`` reports for an uninstalled package too). Expected:
