@@ -154,6 +154,36 @@ def test_bad_gpu_format_combinations_list_the_choices() -> None:
                output_format="fp16")
 
 
+@pytest.mark.clause("ACC-GEMM-001", "ACC-TC-004", "ACC-TC-005")
+@pytest.mark.parametrize("gpu,fin,fout,top", [
+    ("a100", "bfloat16", "float32", float(np.finfo(np.float32).max)),
+    ("h100", "bfloat16", "float32", float(np.finfo(np.float32).max)),
+    ("v100", "float16", "float16", np.inf), ("h100", "float16", "float16", np.inf)])
+def test_a_gemm_past_the_output_format_overflows_as_its_rounding_says_under_both_kernels(
+        gpu: str, fin: str, fout: str, top: float) -> None:
+    """Inputs: 3 x 2 GEMMs, K = 2, C = 0, every column of BT (big, big): row 0 of A
+    (big, big), row 1 its negation, row 2 (1/big, 1/big); big = 2^100 for bfloat16
+    inputs (exact dot 2^201, past float32's max), 256 for float16 (2^17, past float16's
+    65504). Expected, from the exact values and the output rounding (ACC-TC-005): the
+    float32 output of these GPUs rounds toward zero, so ±FLT_MAX (IEEE RZ overflow); the
+    float16 output rounds to nearest, so ±inf (never 65504: no saturation); row 2 is 2.
+    The same for the NumPy specification, the compiled kernels and the per-element model.
+    Pass: bitwise equal (float32 arrays holding the output format's values)."""
+    big = 2.0**100 if fin == "bfloat16" else 256.0
+    A = np.array([[big, big], [-big, -big], [1 / big, 1 / big]])
+    BT = np.array([[big, big], [big, big]])
+    assert 2 * big * big > float(np.finfo(fout).max)
+    want = np.array([[top] * 2, [-top] * 2, [2.0] * 2], dtype=np.float32)
+    C = np.zeros((3, 2), np.float32)
+    per_element = tc.dot(A[:, None, :], BT[None, :, :], C, gpu=gpu, input_format=fin,
+                         output_format=fout)
+    assert_bitwise_equal(per_element, want, msg=f"{gpu} {fin}->{fout} dot")
+    for kernels in ("compiled", "numpy"):
+        with ampref.use_kernels(kernels):
+            got = tc.gemm(A, BT, C, gpu=gpu, input_format=fin, output_format=fout)
+        assert_bitwise_equal(got, want, msg=f"{gpu} {fin}->{fout} {kernels}")
+
+
 @pytest.mark.clause("ACC-GEMM-001", "ACC-TC-004")
 @pytest.mark.parametrize("gpu,fin", [("h100", "float16"), ("a100", "bfloat16"),
                                      ("v100", "float16"), ("h100", "float8_e4m3fn")])
