@@ -154,6 +154,36 @@ def test_bad_gpu_format_combinations_list_the_choices() -> None:
                output_format="fp16")
 
 
+@pytest.mark.clause("ACC-GEMM-001", "ACC-TC-005")
+@pytest.mark.parametrize("where", ["BT", "C"])
+def test_specials_in_one_operand_only_give_the_ieee_sum_under_both_kernel_sets(
+        where: str) -> None:
+    """Inputs: an H100 fp16 GEMM, A = [[1, 2], [1, 1], [0.5, -3]] (finite), and the
+    specials in one other operand only: ``BT`` columns (inf, 1), (inf, -inf), (1, 4),
+    (NaN, 1) with C = 0, or a finite BT with C holding inf, -inf and NaN. Expected
+    (ACC-TC-005): each element the IEEE sum of the raw products and c, computed in
+    float64 (exact for these values) and rounded to float32, every NaN CUDA's canonical
+    0x7FFFFFFF; the same under the compiled and the NumPy kernels. Pass: bitwise equal
+    (a GEMM whose A was finite once took the finite fast path and lost the specials)."""
+    A = np.array([[1.0, 2.0], [1.0, 1.0], [0.5, -3.0]])
+    if where == "BT":
+        BT = np.array([[np.inf, 1.0], [np.inf, -np.inf], [1.0, 4.0], [np.nan, 1.0]])
+        C = np.zeros((3, 4), np.float32)
+    else:
+        BT = np.array([[1.0, 1.0], [2.0, -1.0], [1.0, 4.0], [0.5, 0.5]])
+        C = np.array([[np.inf, 0, -np.inf, 0], [0, np.nan, 0, 0], [0, 0, 0, np.inf]],
+                     np.float32)
+    with np.errstate(invalid="ignore"):
+        exact = (A[:, None, :] * BT[None, :, :]).sum(axis=2) + C
+    want = exact.astype(np.float32)
+    want[np.isnan(want)] = np.uint32(0x7FFFFFFF).view(np.float32)
+    assert np.isnan(want).any() and np.isinf(want).any()
+    for kernels in ("compiled", "numpy"):
+        with ampref.use_kernels(kernels):
+            got = tc.gemm(A, BT, C, gpu="h100", input_format="float16")
+        assert_bitwise_equal(got, want, msg=f"specials in {where}, {kernels}")
+
+
 @pytest.mark.clause("ACC-GEMM-001", "ACC-TC-004", "ACC-TC-005")
 @pytest.mark.parametrize("gpu,fin,fout,top", [
     ("a100", "bfloat16", "float32", float(np.finfo(np.float32).max)),
