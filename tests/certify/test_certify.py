@@ -184,6 +184,27 @@ def test_without_source_certify_finds_the_checkout_it_runs_from_and_hashes_every
 
 
 @pytest.mark.clause("CRT-RPT-001")
+def test_a_source_folder_needs_both_specs_and_tests(tmp_path: Path) -> None:
+    """Inputs: find_source of a folder with only specs/, one with only tests/, one with
+    neither, and one with both. Expected: ValueError naming the folder and --source for
+    the first three (a half checkout cannot bind requirements to tests); the last folder
+    itself. Pass: each."""
+    from ampref.certify import evidence
+
+    for parts in (("specs",), ("tests",), ()):
+        root = tmp_path / ("-".join(parts) or "empty")
+        for part in parts:
+            (root / part).mkdir(parents=True)
+        root.mkdir(exist_ok=True)
+        with pytest.raises(ValueError, match=f"{root.name}.* holds no specs/ and tests/.*--source"):
+            evidence.find_source(root)
+    both = tmp_path / "both"
+    (both / "specs").mkdir(parents=True)
+    (both / "tests").mkdir()
+    assert evidence.find_source(both) == both
+
+
+@pytest.mark.clause("CRT-RPT-001")
 def test_identification_names_the_checkouts_commit_and_says_when_there_is_none(
         tmp_path: Path) -> None:
     """Inputs: identification() of this test's checkout and of an empty folder. Expected:
