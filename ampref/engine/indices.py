@@ -13,20 +13,23 @@ to a floating-point op raises a ``TypeError`` that names the op and the cast to 
 
 from __future__ import annotations
 
-import operator
+import builtins
 from typing import Any
 
 import numpy as np
 
-from ampref.common.checks import TensorIndexError, check_flag, check_int, reshape_entries
+from ampref.common.checks import TensorIndexError, check_int, reshape_entries
+
+from .indexops import IndexOps, index_key, wrap_dim
 
 __all__ = ["IndexTensor"]
 
 _KINDS = {"i": "int64", "u": "int64", "b": "bool"}
 
 
-class IndexTensor:
-    """An int64 or bool array (NumPy or CuPy) with torch's tensor methods for labels."""
+class IndexTensor(IndexOps):
+    """An int64 or bool array (NumPy or CuPy) with torch's tensor methods for labels;
+    what it computes is in :class:`~ampref.engine.indexops.IndexOps`."""
 
     __slots__ = ("backend", "data")
     __array_priority__ = 1000
@@ -74,16 +77,7 @@ class IndexTensor:
         return self.shape[d]
 
     def _dim(self, op: str, dim: Any, extra: int = 0) -> int:
-        """``dim`` normalised against the dims (``extra`` more: unsqueeze's result), as
-        the float tensor's methods check it: a dim past the shape is refused with the op
-        and the valid range named, never handed to NumPy. A 0-d tensor takes 0 and -1,
-        as torch wraps its dims as if it had one."""
-        n = max(self.ndim + extra, 1)
-        d = check_int(f"{op}: dim", dim)
-        if not -n <= d < n:
-            raise ValueError(f"{op}: dim {d} is out of range for a tensor of shape "
-                             f"{self.shape} (valid: {-n} to {n - 1})")
-        return d % n
+        return wrap_dim(op, self.shape, dim, extra)
 
     def __len__(self) -> int:
         if not self.shape:
@@ -125,10 +119,12 @@ class IndexTensor:
         return IndexTensor(data, self.backend)
 
     def __getitem__(self, idx: Any) -> IndexTensor:
-        if isinstance(idx, IndexTensor):
-            idx = idx.data
+        idx = index_key(idx)
         try:
-            return self._new(self.data[idx])
+            out = self.data[idx]
+            if isinstance(out, np.generic):  # one element: a 0-d view, as torch's x[i, j]
+                out = self.data[(idx if isinstance(idx, tuple) else (idx,)) + (Ellipsis,)]
+            return self._new(out)
         except IndexError as e:  # NumPy's words, with the shape and the index named
             raise TensorIndexError(f"index {idx!r} of a tensor of shape {self.shape}: "
                                    f"{e}") from None
@@ -157,6 +153,84 @@ class IndexTensor:
     def unsqueeze(self, dim: int) -> IndexTensor:
         return self._new(self.backend.xp.expand_dims(self.data, self._dim("unsqueeze", dim, 1)))
 
+    def squeeze(self, dim: Any = None) -> IndexTensor:
+        """Without the size-1 dims (all of them, or those of ``dim``: an int or a tuple;
+        a named dim of another size stays, as in torch)."""
+        dims = range(self.ndim) if dim is None else dim if isinstance(dim, tuple) else (dim,)
+        axes = {self._dim("squeeze", d) for d in dims}
+        return self._new(self.data.reshape(tuple(n for i, n in enumerate(self.shape)
+                                                 if not (i in axes and n == 1))))
+
+    def contiguous(self) -> IndexTensor:
+        """The same values in row-major memory (a copy only when not already so)."""
+        return self._new(self.backend.xp.ascontiguousarray(self.data))
+
+    def view_as(self, other: Any) -> IndexTensor:
+        return self.reshape(tuple(other.shape))
+
+    def transpose(self, dim0: int, dim1: int) -> IndexTensor:
+        """A view with dims ``dim0`` and ``dim1`` swapped."""
+        return self._new(self.backend.xp.swapaxes(self.data, self._dim("transpose", dim0),
+                                                  self._dim("transpose", dim1)))
+
+    def t(self) -> IndexTensor:
+        """The transpose of a tensor of at most 2 dims (itself for 0 or 1 dim).
+
+        Raises:
+            ValueError: more than 2 dims (torch refuses them too).
+        """
+        if self.ndim > 2:
+            raise ValueError(f"t() needs a tensor of at most 2 dims, got shape {self.shape}")
+        return self._new(self.data.T)
+
+    @property
+    def T(self) -> IndexTensor:  # noqa: N802  # torch's name
+        return self._new(self.data.T)
+
+    def permute(self, *dims: Any) -> IndexTensor:
+        """A view with the dims in the order ``dims`` (``permute(1, 0)`` or
+        ``permute((1, 0))``), each dim named once."""
+        given = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        order = tuple(self._dim("permute", d) for d in given)
+        if sorted(order) != list(range(self.ndim)):
+            raise ValueError(f"permute: {given} must name each of the {self.ndim} dims of "
+                             f"shape {self.shape} once")
+        return self._new(self.backend.xp.transpose(self.data, order))
+
+    def expand(self, *sizes: Any) -> IndexTensor:
+        """A read-only broadcast view to ``sizes`` (-1 keeps a dim's size)."""
+        given = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) \
+            else sizes
+        lead = len(given) - self.ndim
+        if lead < 0:
+            raise ValueError(f"expand: {given} has fewer dims than shape {self.shape}")
+        want = tuple(self.shape[i - lead] if check_int("expand: size", n) == -1 and i >= lead
+                     else n for i, n in enumerate(given))
+        try:
+            return self._new(self.backend.xp.broadcast_to(self.data, want))
+        except ValueError as e:
+            raise ValueError(f"expand: cannot expand shape {self.shape} to {given}: {e}") \
+                from None
+
+    def expand_as(self, other: Any) -> IndexTensor:
+        return self.expand(tuple(other.shape))
+
+    def repeat(self, *sizes: Any) -> IndexTensor:
+        """The tensor tiled ``sizes`` times per dim (at least as many sizes as dims)."""
+        given = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) \
+            else sizes
+        reps = tuple(check_int("repeat: size", n) for n in given)
+        if len(reps) < self.ndim or builtins.any(n < 0 for n in reps):
+            raise ValueError(f"repeat: sizes {given} must be >= 0 and at least one per dim "
+                             f"of shape {self.shape}")
+        return self._new(self.backend.xp.tile(self.data, reps))
+
+    def flip(self, *dims: Any) -> IndexTensor:
+        """A copy with the order of ``dims`` reversed (``flip(0)``, ``flip((0, 1))``)."""
+        given = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        return self._new(self.backend.xp.flip(
+            self.data, tuple(self._dim("flip", d) for d in given)).copy())
+
     def clone(self) -> IndexTensor:
         return self._new(self.data.copy())
 
@@ -167,7 +241,12 @@ class IndexTensor:
         return self
 
     def long(self) -> IndexTensor:
-        return self._new(self.data.astype("int64"))
+        """int64: this tensor itself when it is one (as torch's, so writes are shared)."""
+        return self if self.dtype == "int64" else self._new(self.data.astype("int64"))
+
+    def bool(self) -> IndexTensor:
+        """bool (nonzero is True): this tensor itself when it is one."""
+        return self if self.dtype == "bool" else self._new(self.data != 0)
 
     # -- casts into a floating-point format (exact up to 2^24 in float32, then rounded) ---
     def to(self, fmt: Any) -> Any:
@@ -188,85 +267,3 @@ class IndexTensor:
 
     def double(self) -> Any:
         return self.to("float64")
-
-    # -- arithmetic that stays integer ---------------------------------------------------
-    def _other(self, o: Any) -> Any:
-        if isinstance(o, IndexTensor):
-            return o.data
-        if isinstance(o, (bool, int, np.integer, np.bool_)):
-            return o
-        raise TypeError(f"integer tensors combine with integer tensors and ints here, got "
-                        f"{type(o).__name__}; cast with .float() first for floating-point "
-                        f"arithmetic (docs/torch-api-differences.md)")
-
-    def _compare(self, o: Any, op: Any) -> Any:
-        # a float tensor compares in its own format (ENG-INT-002): hand the comparison to
-        # its reflected method, as torch promotes int vs float to the float dtype
-        if hasattr(o, "format") and not isinstance(o, IndexTensor):
-            return NotImplemented
-        return self._new(op(self.data, self._other(o)))
-
-    def __eq__(self, o: object) -> Any:
-        return self._compare(o, operator.eq)
-
-    def __ne__(self, o: object) -> Any:
-        return self._compare(o, operator.ne)
-
-    def __lt__(self, o: Any) -> Any:
-        return self._compare(o, operator.lt)
-
-    def __le__(self, o: Any) -> Any:
-        return self._compare(o, operator.le)
-
-    def __gt__(self, o: Any) -> Any:
-        return self._compare(o, operator.gt)
-
-    def __ge__(self, o: Any) -> Any:
-        return self._compare(o, operator.ge)
-
-    def __add__(self, o: Any) -> IndexTensor:
-        return self._new(self.data + self._other(o))
-
-    def __sub__(self, o: Any) -> IndexTensor:
-        return self._new(self.data - self._other(o))
-
-    def __mul__(self, o: Any) -> IndexTensor:
-        return self._new(self.data * self._other(o))
-
-    __hash__ = None  # type: ignore[assignment]  # == is elementwise, as in torch
-
-    def sum(self, dim: Any = None, keepdim: bool = False) -> IndexTensor:
-        """Exact integer count/sum (bool counts as 0/1), int64 as in torch, over ``dim``
-        (an int, a tuple or list of ints, or None/empty for every dim)."""
-        keep = check_flag("sum: keepdim", keepdim)
-        dims = () if dim is None else (dim,) if not isinstance(dim, (tuple, list)) else dim
-        axes = tuple(self._dim("sum", d) for d in dims)
-        # every dim when none is named; a 0-d tensor's dim 0 / -1 is its one element
-        axis = axes if axes and self.ndim else None
-        return self._new(self.data.astype("int64").sum(axis=axis, keepdims=keep))
-
-    def all(self) -> IndexTensor:
-        return self._new(self.data.all())
-
-    def any(self) -> IndexTensor:
-        return self._new(self.data.any())
-
-    def argmax(self, dim: int | None = None, keepdim: bool = False) -> IndexTensor:
-        """Index of the largest value (the first on ties), over every element when
-        ``dim`` is None or the tensor is 0-d.
-
-        Raises:
-            TypeError: a bool tensor (torch has no argmax for bool; ``.long()`` first),
-                a ``dim`` that is not an int or a ``keepdim`` that is not a bool.
-            ValueError: a ``dim`` out of range.
-        """
-        if self.dtype == "bool":
-            raise TypeError("argmax: a bool tensor has none, as in torch; take it of "
-                            "mask.long()")
-        keep = check_flag("argmax: keepdim", keepdim)
-        if dim is None or not self.ndim:
-            if dim is not None:
-                self._dim("argmax", dim)
-            return self._new(self.backend.xp.argmax(self.data.reshape(-1)))
-        axis = self._dim("argmax", dim)
-        return self._new(self.backend.xp.argmax(self.data, axis=axis, keepdims=keep))

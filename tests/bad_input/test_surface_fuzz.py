@@ -227,6 +227,15 @@ def _method_surface() -> dict[str, tuple[Callable[..., Any], list[Any], dict[str
         "IndexTensor.unsqueeze": (ids().unsqueeze, [0], {}),
         "IndexTensor.sum": (ids().sum, [], {"dim": 0, "keepdim": True}),
         "IndexTensor.argmax": (ids().argmax, [1], {"keepdim": True}),
+        "IndexTensor.argmin": (ids().argmin, [1], {"keepdim": True}),
+        "IndexTensor.transpose": (ids().transpose, [0, 1], {}),
+        "IndexTensor.cumsum": (ids().cumsum, [1], {}),
+        "IndexTensor.clamp": (ids().clamp, [0, 4], {}),
+        "IndexTensor.all": (ids().all, [1], {"keepdim": True}),
+        "IndexTensor.any": (ids().any, [1], {"keepdim": True}),
+        "IndexTensor.count_nonzero": (ids().count_nonzero, [1], {}),
+        "IndexTensor.max": (ids().max, [1], {"keepdim": True}),
+        "IndexTensor.fill_": (ids().fill_, [2], {}),
     }
 
 
