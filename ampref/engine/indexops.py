@@ -16,27 +16,22 @@ shares except where this module intervenes:
   ``16777217 == 16777216.0`` is True in both libraries;
 - arithmetic with a float (``x + 1.5``, ``x / 2``) is refused: torch's result would be a
   float tensor, which ampref makes only through an explicit cast (``.float()``), so the
-  format of every float tensor is chosen by the script;
-- a value stored into an int64 tensor (``fill_``, ``masked_fill``, ``x[i] = v``) is
-  truncated toward zero when it is a float, as torch stores it; NaN, ±inf and integers
-  outside int64 are refused. Into a bool tensor, any nonzero value is True.
+  format of every float tensor is chosen by the script.
+
+Stores (``fill_``, ``masked_fill``, ``x[i] = v``) are in :mod:`ampref.engine.indexstores`.
 """
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ampref.common.checks import TensorIndexError, check_flag, check_int
+from ampref.common.checks import check_flag, check_int
 
-__all__ = ["IndexOps", "Extremes", "index_key", "wrap_dim"]
-
-_INT64 = (-(2**63), 2**63 - 1)
-
+__all__ = ["IndexOps", "Extremes", "index_key", "is_float_scalar", "is_int_scalar", "wrap_dim"]
 
 class Extremes(NamedTuple):
     """``max(dim)``/``min(dim)``'s result, torch's ``return_types.max``: the extreme
@@ -66,11 +61,11 @@ def index_key(idx: Any) -> Any:
     return idx.data if isinstance(idx, IndexOps) else idx
 
 
-def _is_int_scalar(o: Any) -> bool:
+def is_int_scalar(o: Any) -> bool:
     return isinstance(o, (bool, int, np.integer, np.bool_))
 
 
-def _is_float_scalar(o: Any) -> bool:
+def is_float_scalar(o: Any) -> bool:
     return isinstance(o, (float, np.floating))
 
 
@@ -87,7 +82,7 @@ class IndexOps:
 
     # -- operands --------------------------------------------------------------------
     def _other(self, o: Any, op: str) -> Any:
-        if _is_int_scalar(o):
+        if is_int_scalar(o):
             return o
         if isinstance(o, IndexOps):
             return o.data
@@ -111,7 +106,7 @@ class IndexOps:
         """``self <op> o`` as a bool tensor, or NotImplemented where Python should ask
         the other side (a float tensor: ENG-INT-002) or answer itself (``== None`` is
         False, ``< "a"`` a TypeError), as torch's operators do."""
-        if _is_float_scalar(o):  # torch: int64 with a float scalar -> float32, both rounded
+        if is_float_scalar(o):  # torch: int64 with a float scalar -> float32, both rounded
             xp = self.backend.xp
             return self._same(op(self.data.astype(xp.float32), np.float32(o)))
         if isinstance(o, np.ndarray) and o.dtype.kind in "biu":  # a tensor of its dtype
@@ -119,7 +114,7 @@ class IndexOps:
         if isinstance(o, np.ndarray):
             raise TypeError(f"comparison with a NumPy array of dtype {o.dtype}: make it a "
                             f"tensor first (ampref.tensor(array, format))")
-        if not (_is_int_scalar(o) or isinstance(o, IndexOps)):
+        if not (is_int_scalar(o) or isinstance(o, IndexOps)):
             return NotImplemented
         return self._same(op(self.data, self._other(o, "comparison")))
 
@@ -350,58 +345,3 @@ class IndexOps:
         """The indices of the nonzero elements, one row each in C order; int64 of shape
         (count, ndim), as torch's."""
         return self._same(self.backend.xp.argwhere(self.data).astype("int64"))
-
-    # -- stores -----------------------------------------------------------------------
-    def _stored(self, value: Any, op: str) -> Any:
-        """``value`` as this tensor's dtype stores it (module docstring)."""
-        if isinstance(value, IndexOps) and value.data.size == 1:
-            value = value.data.reshape(-1)[0]
-        if not (_is_int_scalar(value) or _is_float_scalar(value)):
-            raise TypeError(f"{op}: value must be an int, bool or float, got "
-                            f"{type(value).__name__}")
-        if self.data.dtype == bool:
-            return bool(value)
-        if _is_float_scalar(value) and not math.isfinite(value):
-            raise ValueError(f"{op}: {value!r} cannot be stored in an int64 tensor")
-        v = int(value)  # floats truncate toward zero, as torch stores them
-        if not _INT64[0] <= v <= _INT64[1]:
-            raise ValueError(f"{op}: {v} is outside int64's range [-2^63, 2^63 - 1]")
-        return v
-
-    def _mask(self, mask: Any, op: str) -> Any:
-        m = mask.data if isinstance(mask, IndexOps) else mask
-        if getattr(getattr(m, "dtype", None), "kind", None) != "b":
-            raise TypeError(f"{op}: the mask must be a bool tensor, got "
-                            f"{getattr(m, 'dtype', type(m).__name__)}")
-        return m
-
-    def masked_fill(self, mask: Any, value: Any) -> Any:
-        """A copy with ``value`` where the bool ``mask`` (broadcast) is True."""
-        m, v = self._mask(mask, "masked_fill"), self._stored(value, "masked_fill")
-        xp = self.backend.xp
-        return self._same(xp.where(m, xp.asarray(v, dtype=self.data.dtype), self.data))
-
-    def _write(self, idx: Any, value: Any, op: str) -> Any:
-        try:
-            self.data[idx] = value
-        except IndexError as e:
-            raise TensorIndexError(f"{op}: index {idx!r} of a tensor of shape "
-                                   f"{tuple(self.data.shape)}: {e}") from None
-        except ValueError as e:  # a broadcast view (expand) is read-only, as in torch
-            raise ValueError(f"{op}: cannot write into this tensor: {e}") from None
-        return self
-
-    def masked_fill_(self, mask: Any, value: Any) -> Any:
-        """In place: ``value`` where the bool ``mask`` (broadcast to this shape) is True."""
-        m = self.backend.xp.broadcast_to(self._mask(mask, "masked_fill_"), self.data.shape)
-        return self._write(m, self._stored(value, "masked_fill_"), "masked_fill_")
-
-    def fill_(self, value: int | float | bool) -> Any:
-        """In place: every element ``value``."""
-        return self._write(Ellipsis, self._stored(value, "fill_"), "fill_")
-
-    def __setitem__(self, idx: Any, value: Any) -> None:
-        """``x[idx] = value``: a number, or an integer tensor broadcast to the selection
-        (``labels[labels == pad] = -100``)."""
-        v = value.data if isinstance(value, IndexOps) else self._stored(value, "x[i] = v")
-        self._write(index_key(idx), v, "x[i] = v")

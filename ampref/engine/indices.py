@@ -20,16 +20,18 @@ import numpy as np
 
 from ampref.common.checks import TensorIndexError, check_int, reshape_entries
 
-from .indexops import IndexOps, index_key, wrap_dim
+from .indexops import index_key, wrap_dim
+from .indexstores import IndexStores
 
 __all__ = ["IndexTensor"]
 
 _KINDS = {"i": "int64", "u": "int64", "b": "bool"}
 
 
-class IndexTensor(IndexOps):
+class IndexTensor(IndexStores):
     """An int64 or bool array (NumPy or CuPy) with torch's tensor methods for labels;
-    what it computes is in :class:`~ampref.engine.indexops.IndexOps`."""
+    what it computes and stores is in :mod:`ampref.engine.indexops` and
+    :mod:`ampref.engine.indexstores`."""
 
     __slots__ = ("backend", "data")
     __array_priority__ = 1000
