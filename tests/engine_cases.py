@@ -61,6 +61,8 @@ def cases() -> dict[str, Case]:
         "mean": ([(4, 3)], lambda a: F.mean(a, (0, 1)), T(lambda a: a.mean()), "any"),
         "reshape": ([(4, 3)], lambda a: a.reshape(3, 4), T(lambda a: a.reshape(3, 4)), "any"),
         "transpose": ([(4, 3)], lambda a: a.T, T(lambda a: a.T), "any"),
+        "permute": ([(2, 3, 4)], lambda a: F.permute(a, (2, 0, 1)),
+                    T(lambda a: a.permute(2, 0, 1)), "any"),
         "broadcast_to": ([(1, 3)], lambda a: F.broadcast_to(a, (4, 3)),
                          T(lambda a: a.expand(4, 3)), "any"),
         "index": ([(4, 3)], lambda a: a[np.array([0, 2, 2])], T(lambda a: a[[0, 2, 2]]), "any"),

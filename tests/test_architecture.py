@@ -42,7 +42,7 @@ ROOMS = {
 #: torch-named methods call the ops, an integer tensor's cast makes a float tensor, and
 #: the 0.1 name ampref.engine.tensor.tensor resolves to its new module
 HOOKS = {("ampref.engine.tensor", "ampref.engine.functional"),
-         ("ampref.engine.methods", "ampref.engine.functional"),
+         ("ampref.engine.viewmethods", "ampref.engine.functional"),
          ("ampref.engine.indices", "ampref.engine.creation"),
          ("ampref.engine.tensor", "ampref.engine.creation")}
 

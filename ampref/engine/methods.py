@@ -17,35 +17,13 @@ from ampref.common.checks import check_flag
 from ampref.formats.table import Format, get_format
 
 from .indices import IndexTensor
+from .viewmethods import functional_ops as _F, named_dim as _one_dim
 
 
 __all__ = ["argmax", "argmin", "bfloat16", "clone", "contiguous", "cpu", "dim", "double",
-           "dtype", "flatten", "float", "half", "log_softmax", "masked_fill", "numel", "pow",
-           "requires_grad_", "sigmoid", "size", "softmax", "split", "chunk", "squeeze", "tolist",
-           "unsqueeze", "view"]
-
-
-def _F() -> Any:
-    from . import functional
-
-    return functional
-
-
-def _one_dim(x: Any, dim: Any, what: str) -> int:
-    """``dim`` normalised against ``x``'s dims, or a named error (a dim past the shape is
-    refused, never wrapped or passed to NumPy); through the functional hook (one import
-    edge back into the ops, as every method here)."""
-    try:
-        return int(_F().core.one_dim(x, dim))
-    except (TypeError, ValueError) as e:
-        raise type(e)(f"{what}: {e}") from None
-
-
-def _dims(shape: tuple[Any, ...]) -> tuple[int, ...]:
-    """``view(2, 3)`` and ``view((2, 3))`` both mean the shape (2, 3)."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        return tuple(shape[0])
-    return tuple(shape)
+           "dtype", "float", "half", "log_softmax", "masked_fill", "numel", "pow",
+           "requires_grad_", "sigmoid", "size", "softmax", "split", "chunk", "tolist",
+           "COMPARISONS", "compare_method"]
 
 
 # -- shape queries ---------------------------------------------------------------------
@@ -92,43 +70,6 @@ def bfloat16(self: Any) -> Any:
 
 def double(self: Any) -> Any:
     return _F().to_format(self, "float64")
-
-
-# -- views: values move, never round -------------------------------------------------
-def view(self: Any, *shape: Any) -> Any:
-    return _F().reshape(self, _dims(shape))
-
-
-def flatten(self: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
-    n = len(self.shape)
-    if n == 0:
-        return _F().reshape(self, (1,))
-    lo, hi = _one_dim(self, start_dim, "flatten"), _one_dim(self, end_dim, "flatten")
-    if lo > hi:
-        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
-                         f"for a tensor of shape {self.shape}")
-    merged = 1
-    for s in self.shape[lo:hi + 1]:
-        merged *= s
-    return _F().reshape(self, (*self.shape[:lo], merged, *self.shape[hi + 1:]))
-
-
-def unsqueeze(self: Any, dim: int) -> Any:
-    n = len(self.shape) + 1
-    if not -n <= dim < n:
-        raise ValueError(f"unsqueeze: dim {dim} is out of range for a result of "
-                         f"{n} dims (valid: {-n} to {n - 1})")
-    d = dim % n
-    return _F().reshape(self, (*self.shape[:d], 1, *self.shape[d:]))
-
-
-def squeeze(self: Any, dim: int | None = None) -> Any:
-    if dim is None:
-        return _F().reshape(self, tuple(s for s in self.shape if s != 1))
-    d = _F().core.one_dim(self, dim) if self.shape else 0
-    if not self.shape or self.shape[d] != 1:
-        return _F().reshape(self, self.shape)
-    return _F().reshape(self, self.shape[:d] + self.shape[d + 1:])
 
 
 def clone(self: Any) -> Any:
@@ -275,6 +216,26 @@ def _array_operand(self: Any, arr: np.ndarray) -> Any:
     raise TypeError(f"comparison: a NumPy array of dtype {arr.dtype} is not a tensor "
                     f"operand (allowed: bool, int, float16, float32, float64); convert it "
                     f"with ampref.tensor(array, format) first")
+
+
+#: the method names of the comparisons, in torch's order, and the NumPy function of each
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+_UFUNC = dict(zip(COMPARISONS, ("equal", "not_equal", "less", "less_equal", "greater",
+                                "greater_equal"), strict=True))
+
+
+def compare_method(name: str) -> Any:
+    """The method form of a comparison (``x.eq(o)``, torch's name): as the operator, but
+    an operand that is no number, array or tensor is a TypeError (a method has no Python
+    fallback; torch's ``eq`` refuses it too)."""
+    def method(self: Any, other: Any) -> Any:
+        out = compare(self, other, _UFUNC[name])
+        if out is NotImplemented:
+            raise TypeError(f"{name}: compares with a number, an array or a tensor, got "
+                            f"{type(other).__name__}")
+        return out
+    method.__name__ = method.__qualname__ = name
+    return method
 
 
 def eq(self: Any, o: Any) -> Any:

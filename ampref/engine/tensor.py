@@ -24,7 +24,7 @@ from ampref import backends  # type: ignore[attr-defined]  # mapped from backend
 from ampref.common.checks import real_array, same_shape
 from ampref.formats.table import FORMATS, Format
 
-from . import methods
+from . import methods, viewmethods
 from .gradmode import current_observer, is_grad_enabled, no_grad, observe_gradients
 
 __all__ = ["Node", "Tensor", "is_grad_enabled", "no_grad", "observe_gradients", "round_to",
@@ -172,10 +172,12 @@ class Tensor:
     half = methods.half
     bfloat16 = methods.bfloat16
     double = methods.double
-    view = methods.view
-    flatten = methods.flatten
-    unsqueeze = methods.unsqueeze
-    squeeze = methods.squeeze
+    view, view_as = viewmethods.view, viewmethods.view_as
+    flatten = viewmethods.flatten
+    unsqueeze, squeeze = viewmethods.unsqueeze, viewmethods.squeeze
+    permute, t = viewmethods.permute, viewmethods.t
+    T, mT = property(viewmethods.T), property(viewmethods.mT)
+    expand, expand_as = viewmethods.expand, viewmethods.expand_as
     clone = methods.clone
     contiguous = methods.contiguous
     cpu = methods.cpu
@@ -294,12 +296,8 @@ class Tensor:
     # identity, as torch's tensors hash
     __eq__, __ne__ = methods.eq, methods.ne  # type: ignore[assignment]
     __lt__, __le__, __gt__, __ge__ = methods.lt, methods.le, methods.gt, methods.ge
+    eq, ne, lt, le, gt, ge = (methods.compare_method(n) for n in methods.COMPARISONS)
     __hash__ = object.__hash__
-
-    @property
-    def T(self) -> Tensor:
-        """The last two dims swapped (a 1-D tensor unchanged)."""
-        return _F().transpose(self, -2, -1) if self.ndim >= 2 else self
 
     def transpose(self, dim0: int, dim1: int) -> Tensor:
         return _F().transpose(self, dim0, dim1)

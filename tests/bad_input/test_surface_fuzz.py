@@ -118,6 +118,7 @@ def _surface() -> dict[str, tuple[Callable[..., Any], list[Any], dict[str, Any]]
         "ampref.functional.broadcast_to": (F.broadcast_to, [_t(1, 3), (2, 3)], {}),
         "ampref.functional.reshape": (F.reshape, [_t(), (3, 2)], {}),
         "ampref.functional.transpose": (F.transpose, [_t(), 0, 1], {}),
+        "ampref.functional.permute": (F.permute, [_t(), (1, 0)], {}),
         "ampref.functional.index": (F.index, [_t(), 1], {}),
         "ampref.functional.concat": (F.concat, [[_t(), _t()]], {"dim": 0}),
         "ampref.functional.masked_fill": (F.masked_fill, [_t(), np.zeros((2, 3), bool), 0.0],

@@ -31,7 +31,7 @@ from .linalg import conv2d, linear, matmul
 from .losses import binary_cross_entropy, cross_entropy, mse_loss, nll_loss
 from .norms import layer_norm, log_softmax, rms_norm, softmax
 from .reductions import mean, sum
-from .shapes import broadcast_to, concat, embedding, index, reshape, transpose
+from .shapes import broadcast_to, concat, embedding, index, permute, reshape, transpose
 
 __all__ = [
     "add",
@@ -57,6 +57,7 @@ __all__ = [
     "mul",
     "neg",
     "nll_loss",
+    "permute",
     "pow",
     "relu",
     "reshape",

@@ -18,7 +18,7 @@ from ..tensor import Tensor
 from .core import (autocast_inputs, backend_of, check_tensor, dims_of, host_index, index_data,
                    make, one_dim, promote, sum_to, to_format)
 
-__all__ = ["broadcast_to", "concat", "embedding", "index", "reshape", "transpose"]
+__all__ = ["broadcast_to", "concat", "embedding", "index", "permute", "reshape", "transpose"]
 
 
 def reshape(input: Tensor, shape: Sequence[int]) -> Tensor:
@@ -52,6 +52,26 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     out = x.backend.xp.swapaxes(x.data, dim0, dim1)
     return make(x.backend, out, x.format, "transpose", [x],
                  lambda g: (x.backend.xp.swapaxes(g, dim0, dim1),))
+
+
+def permute(input: Tensor, dims: Sequence[int]) -> Tensor:
+    """The dims reordered: dim i of the result is dim ``dims[i]`` of ``input`` (exact; the
+    gradient is moved back by the inverse order).
+
+    Raises:
+        TypeError: an entry that is not an int.
+        ValueError: ``dims`` does not name each dim of the tensor exactly once (shape named).
+    """
+    x = check_tensor(input, "permute")
+    given = tuple(dims)
+    order = dims_of(x, given) if given else ()
+    if len(given) != x.ndim or sorted(order) != list(range(x.ndim)):
+        raise ValueError(f"permute: dims {given} must name each of the {x.ndim} dims of a "
+                         f"tensor of shape {x.shape} once")
+    inverse = tuple(int(i) for i in np.argsort(order))
+    xp = x.backend.xp
+    return make(x.backend, xp.transpose(x.data, order), x.format, "permute", [x],
+                lambda g: (xp.transpose(g, inverse),))
 
 
 def broadcast_to(input: Tensor, shape: Sequence[int]) -> Tensor:
