@@ -56,6 +56,9 @@ def cases() -> dict[str, tuple[int, object]]:
         "conv2d": (2, lambda x, w: F.conv2d(x[None, None], w[None, None])),
         "scaled_dot_product_attention": (2, lambda q, k: F.scaled_dot_product_attention(
             q[None], k[None], k[None])),
+        "silu": (1, F.silu), "sqrt": (1, torch.sqrt), "rsqrt": (1, torch.rsqrt),
+        "where": (2, lambda a, b: torch.where(a > 0, a, b)), "tril": (1, torch.tril),
+        "permute": (1, lambda a: a.permute(1, 0)),
     }
 
 

@@ -22,8 +22,8 @@ from .viewmethods import functional_ops as _F, named_dim as _one_dim
 
 __all__ = ["argmax", "argmin", "bfloat16", "clone", "contiguous", "cpu", "dim", "double",
            "dtype", "float", "half", "log_softmax", "masked_fill", "numel", "pow",
-           "requires_grad_", "sigmoid", "size", "softmax", "split", "chunk", "tolist",
-           "COMPARISONS", "compare_method"]
+           "requires_grad_", "rsqrt", "sigmoid", "size", "softmax", "sqrt", "split", "chunk",
+           "tolist", "COMPARISONS", "compare_method"]
 
 
 # -- shape queries ---------------------------------------------------------------------
@@ -94,6 +94,14 @@ def requires_grad_(self: Any, requires_grad: bool = True) -> Any:
 # -- ops ---------------------------------------------------------------------------------
 def sigmoid(self: Any) -> Any:
     return _F().sigmoid(self)
+
+
+def sqrt(self: Any) -> Any:
+    return _F().sqrt(self)
+
+
+def rsqrt(self: Any) -> Any:
+    return _F().rsqrt(self)
 
 
 def softmax(self: Any, dim: int) -> Any:

@@ -183,6 +183,7 @@ class Tensor:
     cpu = methods.cpu
     requires_grad_ = methods.requires_grad_
     sigmoid = methods.sigmoid
+    sqrt, rsqrt = methods.sqrt, methods.rsqrt
     softmax = methods.softmax
     log_softmax = methods.log_softmax
     pow = methods.pow

@@ -1,9 +1,9 @@
 """The engine's elementwise formulas value by value against exact oracles (ENG-RND-001,
 ENG-BWD-001): + - * / and the derivative formulas are float32 operations in the written
-order, each exactly rounded; exp, log, tanh, sigmoid, gelu, pow are the function value
-rounded to float32 (60-digit decimal values, gelu's erfc and tanh forms included, also in
-their far negative tails); the float32 result is rounded once to the tensor's
-format. Oracles: tests/value_oracles.py (exact rational steps, nothing from ampref)."""
+order, each exactly rounded; exp, log, tanh, sigmoid, gelu, pow, sqrt, rsqrt and silu are
+the function value rounded to float32 (60-digit decimal values, gelu's erfc and tanh forms
+included, also in their far negative tails); the float32 result is rounded once to the
+tensor's format. Oracles: tests/value_oracles.py (exact rational steps, nothing from ampref)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,10 @@ TABLE: dict[str, tuple[Callable[..., object], int, str, Callable[..., Q],
     "gelu_tanh": (lambda a: F.gelu(a, "tanh"), 1, "any", wide(gelu_tanh_d), None),
     "pow": (lambda a, b: a ** b, 2, "pos", wide(lambda a, b: (b * a.ln()).exp()), None),
     "pow_scalar": (lambda a: a ** 3.0, 1, "any", wide(lambda d: d**3), None),
+    "sqrt": (F.sqrt, 1, "pos", wide(lambda d: d.sqrt()), lambda g, x, y: r32(g / (2 * y))),
+    "rsqrt": (F.rsqrt, 1, "pos", wide(lambda d: 1 / d.sqrt()),
+              lambda g, x, y: r32(-g / 2 * r32(r32(y * y) * y))),
+    "silu": (F.silu, 1, "any", wide(lambda d: d * sigmoid_d(d)), None),
 }
 
 
@@ -90,3 +94,26 @@ def test_each_elementwise_formula_and_its_derivative_round_as_the_rule_says(
     want_g = [float(round_value(backward(Q(float(g[i])), Q(float(arrays[0][i])),
                                          Q(float(got[i]))), fmt)) for i in range(g.size)]
     assert not (msg := _differences(grad, want_g, arrays)), f"{name} {dtype} gradient: {msg}"
+
+
+#: special inputs -> ops whose torch float32 results they are compared with
+SPECIALS = {"sqrt": [-0.0, 0.0, np.inf, -np.inf, np.nan, -1.0, 1e-45, 4.0],
+            "rsqrt": [-0.0, 0.0, np.inf, -np.inf, np.nan, -1.0, 4.0],
+            "silu": [-0.0, 0.0, np.inf, -np.inf, np.nan, 1.0]}
+
+
+@pytest.mark.clause("ENG-SPC-001")
+@pytest.mark.parametrize("name", sorted(SPECIALS))
+def test_sqrt_rsqrt_and_silu_give_torchs_special_values(name: str) -> None:
+    """Inputs: ±0, ±inf, NaN, -1, the smallest float32 subnormal and plain values in
+    float32. Expected: torch's float32 results bit for bit (sqrt(-0) = -0, rsqrt(±0) =
+    ±inf, rsqrt(inf) = 0, negatives NaN, silu(-inf) = NaN, silu(-0) = -0), NaN equal to
+    any NaN. Pass: equal bits or both NaN."""
+    torch = pytest.importorskip("torch")
+    x = np.array(SPECIALS[name], np.float32)
+    got = getattr(F, name)(ampref.tensor(x, "float32")).numpy()
+    want = getattr(torch.nn.functional if name == "silu" else torch, name)(
+        torch.tensor(x)).numpy()
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), [(float(a), float(b), float(c)) for a, b, c in zip(x, got, want,
+                                                                          strict=True)]

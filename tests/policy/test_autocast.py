@@ -44,6 +44,9 @@ def engine_ops() -> dict[str, Any]:
         "conv2d": lambda x, w: F.conv2d(x.reshape(1, 1, 4, 4), w.reshape(1, 1, 4, 4)),
         "scaled_dot_product_attention": lambda q, k: F.scaled_dot_product_attention(
             q.reshape(1, 4, 4), k.reshape(1, 4, 4), k.reshape(1, 4, 4)),
+        "silu": F.silu, "sqrt": F.sqrt, "rsqrt": F.rsqrt,
+        "where": lambda a, b: F.where(a > 0, a, b), "tril": F.tril,
+        "permute": lambda a: a.permute(1, 0),
     }
 
 

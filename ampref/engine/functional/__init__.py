@@ -26,11 +26,12 @@ from __future__ import annotations
 from .attention import scaled_dot_product_attention
 from .core import to_format
 from .elementwise import (add, div, dropout, exp, gelu, log, masked_fill, mul, neg, pow, relu,
-                          sigmoid, sub, tanh)
+                          rsqrt, sigmoid, silu, sqrt, sub, tanh)
 from .linalg import conv2d, linear, matmul
 from .losses import binary_cross_entropy, cross_entropy, mse_loss, nll_loss
 from .norms import layer_norm, log_softmax, rms_norm, softmax
 from .reductions import mean, sum
+from .selection import tril, triu, where
 from .shapes import broadcast_to, concat, embedding, index, permute, reshape, transpose
 
 __all__ = [
@@ -60,14 +61,20 @@ __all__ = [
     "permute",
     "pow",
     "relu",
+    "rsqrt",
     "reshape",
     "rms_norm",
     "scaled_dot_product_attention",
     "sigmoid",
+    "silu",
     "softmax",
+    "sqrt",
     "sub",
     "sum",
     "tanh",
     "to_format",
     "transpose",
+    "tril",
+    "triu",
+    "where",
 ]

@@ -23,7 +23,7 @@ from .core import (SCALAR_TYPES, autocast_inputs, backend_of, check_tensor, inde
                    promote, shape_of, sum_to, to_format, wide_math)
 
 __all__ = ["add", "div", "dropout", "exp", "gelu", "log", "masked_fill", "mul", "neg", "pow",
-           "relu", "sigmoid", "sub", "tanh"]
+           "relu", "rsqrt", "sigmoid", "silu", "sqrt", "sub", "tanh"]
 
 Forward = Callable[[Backend, Format, Any, Any], Any]
 Grads = Callable[[Backend, Format, Any, Any, Any], tuple[Any, Any]]
@@ -199,6 +199,35 @@ def sigmoid(input: Tensor) -> Tensor:
     (``ampref.common.smoothfn.sigmoid``): sigmoid(-88) is 6.1e-39, not 0."""
     return _unary("sigmoid", input, sigmoid64,
                   lambda g, x, y: g * (y * (1 - y)))
+
+
+def silu(input: Tensor) -> Tensor:
+    """x * sigmoid(x) (torch's SiLU/swish, the gate of SwiGLU), evaluated in float64 with
+    the overflow-free sigmoid: silu(-inf) = NaN (-inf * 0, as torch), silu(inf) = inf,
+    silu(±0) = ±0, silu(-100) = -3.7e-42 (a float32 subnormal), not -0. The gradient is
+    s (1 + x (1 - s)), s = sigmoid(x), in float64 then float32."""
+    x = check_tensor(input, "silu")
+
+    def ds(g: Any, xv: Any, y: Any) -> Any:
+        d = wide_math(x.backend, x.format, lambda xp, v: sigmoid64(xp, v) * (
+            1.0 + v * sigmoid64(xp, -v)), xv)
+        return g * d
+    return _unary("silu", x, lambda xp, v: v * sigmoid64(xp, v), ds)
+
+
+def sqrt(input: Tensor) -> Tensor:
+    """Square root, correctly rounded (float64's sqrt of a float32 value is exact enough
+    that one rounding to float32 is the IEEE result): sqrt(-0) = -0, sqrt(x < 0) = NaN,
+    sqrt(inf) = inf. The gradient is g / (2 y), torch's: inf at 0."""
+    return _unary("sqrt", input, lambda xp, v: xp.sqrt(v), lambda g, x, y: g / (2 * y))
+
+
+def rsqrt(input: Tensor) -> Tensor:
+    """1 / sqrt(x) in float64, rounded once to float32 then to the output format:
+    rsqrt(±0) = ±inf, rsqrt(x < 0) = NaN, rsqrt(inf) = 0. Autocast name ``rsqrt``
+    (float32 under torch-cuda). The gradient is -g y^3 / 2, torch's form."""
+    return _unary("rsqrt", input, lambda xp, v: 1.0 / xp.sqrt(v),
+                  lambda g, x, y: -0.5 * g * (y * y * y))
 
 
 def relu(input: Tensor) -> Tensor:
