@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 import ampref
@@ -141,3 +142,23 @@ def test_float_creation_functions_require_a_gradient_when_asked(name: str) -> No
     ours = _CREATIONS[name](ampref, requires_grad=True)
     theirs = _CREATIONS[name](torch, requires_grad=True)
     assert ours.requires_grad is theirs.requires_grad is True
+
+
+@pytest.mark.clause("ENG-PRM-001")
+@pytest.mark.parametrize("fmt,v,once", [("float16", 1 + 2.0**-11 + 2.0**-40, 1 + 2.0**-10),
+                                        ("bfloat16", 1 + 2.0**-8 + 2.0**-40, 1 + 2.0**-7)])
+def test_the_documented_16_bit_conversion_difference_is_exactly_as_documented(
+        fmt: str, v: float, once: float) -> None:
+    """Inputs: a float64 value a hair above a 16-bit tie (``v``: float32 rounds it onto
+    the tie, which goes to even, 1.0). Expected (docs/torch-api-differences.md,
+    "Making a 16-bit tensor"): ``ampref.tensor([v], fmt)`` and a float64 tensor's cast
+    are the single rounding ``once`` (the nearest 16-bit value, from the exact value);
+    torch's ``tensor``/``.to`` give 1.0; rounding to float32 first, or adding ``v`` as a
+    weak scalar to a zero tensor, gives torch's 1.0 in ampref too. Pass: all equal."""
+    dt = getattr(torch, fmt)
+    assert ampref.tensor([v], fmt).tolist() == [once]
+    assert ampref.tensor([v], "float64").to(fmt).tolist() == [once]
+    assert torch.tensor([v], dtype=dt).tolist() == [1.0]
+    assert torch.tensor([v], dtype=torch.float64).to(dt).tolist() == [1.0]
+    assert ampref.tensor(np.float32([v]), fmt).tolist() == [1.0]
+    assert (ampref.zeros(1, dtype=fmt) + v).tolist() == (torch.zeros(1, dtype=dt) + v).tolist()
