@@ -1,8 +1,9 @@
 """A training script written the way torch users write it runs on ampref with only its
 imports changed (issue 28): seeding, an MLP, a small GPT-style transformer and a
 Llama-style one (hand-written RMSNorm with rsqrt, SwiGLU with silu, permuted heads, a
-tril/expand/where causal mask, padding labels set to -100 in place), integer labels, gradient accumulation, a learning-rate scheduler, checkpoint save/load/resume,
-accuracy with argmax. The same text runs under real torch (when installed) and the two
+tril/expand/where causal mask, padding labels set to -100 in place), integer labels,
+gradient accumulation, a learning-rate scheduler, checkpoint save/load/resume, accuracy
+with argmax. The same text runs under real torch (when installed) and the two
 are compared where the numerics are comparable: identical learning-rate schedules, label
 dtypes and shapes, and losses within a stated bound (torch's CPU matmuls are not exactly
 rounded, ampref's are, so weights drift apart by rounding differences only)."""
