@@ -20,10 +20,10 @@ from .indices import IndexTensor
 from .viewmethods import functional_ops as _F, named_dim as _one_dim
 
 
-__all__ = ["argmax", "argmin", "bfloat16", "clone", "contiguous", "cpu", "dim", "double",
-           "dtype", "float", "half", "log_softmax", "masked_fill", "numel", "pow",
-           "requires_grad_", "rsqrt", "sigmoid", "size", "softmax", "sqrt", "split", "chunk",
-           "tolist", "COMPARISONS", "compare_method"]
+__all__ = ["abs", "argmax", "argmin", "bfloat16", "chunk", "clamp", "clone", "compare_method",
+           "COMPARISONS", "contiguous", "cpu", "dim", "double", "dtype", "float", "half",
+           "log_softmax", "masked_fill", "max", "min", "numel", "pow", "requires_grad_", "rsqrt",
+           "sigmoid", "size", "softmax", "split", "sqrt", "tolist"]
 
 
 # -- shape queries ---------------------------------------------------------------------
@@ -96,6 +96,23 @@ def sigmoid(self: Any) -> Any:
     return _F().sigmoid(self)
 
 
+def abs(self: Any) -> Any:
+    return _F().abs(self)
+
+
+def clamp(self: Any, min: builtins.float | None = None,
+          max: builtins.float | None = None) -> Any:
+    return _F().clamp(self, min, max)
+
+
+def max(self: Any, dim: int | None = None, keepdim: builtins.bool = False) -> Any:
+    return _F().max(self, dim, keepdim)
+
+
+def min(self: Any, dim: int | None = None, keepdim: builtins.bool = False) -> Any:
+    return _F().min(self, dim, keepdim)
+
+
 def sqrt(self: Any) -> Any:
     return _F().sqrt(self)
 
@@ -160,7 +177,7 @@ def split(self: Any, split_size_or_sections: Any, dim: int = 0) -> tuple[Any, ..
     if isinstance(s, (int,)) and not isinstance(s, bool):
         if s < 1:
             raise ValueError(f"split: split_size must be an int >= 1, got {s}")
-        sizes = [min(s, n - a) for a in range(0, n, s)] or [0]
+        sizes = [builtins.min(s, n - a) for a in range(0, n, s)] or [0]
     else:
         if not isinstance(s, (list, tuple)) or any(
                 isinstance(v, bool) or not isinstance(v, int) for v in s):
@@ -183,7 +200,7 @@ def chunk(self: Any, chunks: int, dim: int = 0) -> tuple[Any, ...]:
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
         raise ValueError(f"chunk: chunks must be an int >= 1, got {chunks!r}")
     n = self.shape[_F().core.one_dim(self, dim)]
-    return split(self, max(-(-n // chunks), 1), dim)
+    return split(self, builtins.max(-(-n // chunks), 1), dim)
 
 
 def compare(self: Any, other: Any, name: str) -> Any:

@@ -184,6 +184,8 @@ class Tensor:
     requires_grad_ = methods.requires_grad_
     sigmoid = methods.sigmoid
     sqrt, rsqrt = methods.sqrt, methods.rsqrt
+    abs, clamp, clip, max, min = methods.abs, methods.clamp, methods.clamp, methods.max, \
+        methods.min
     softmax = methods.softmax
     log_softmax = methods.log_softmax
     pow = methods.pow

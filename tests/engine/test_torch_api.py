@@ -160,5 +160,5 @@ def test_the_documented_16_bit_conversion_difference_is_exactly_as_documented(
     assert ampref.tensor([v], "float64").to(fmt).tolist() == [once]
     assert torch.tensor([v], dtype=dt).tolist() == [1.0]
     assert torch.tensor([v], dtype=torch.float64).to(dt).tolist() == [1.0]
-    assert ampref.tensor(np.float32([v]), fmt).tolist() == [1.0]
+    assert ampref.tensor(np.array([v], np.float32), fmt).tolist() == [1.0]
     assert (ampref.zeros(1, dtype=fmt) + v).tolist() == (torch.zeros(1, dtype=dt) + v).tolist()

@@ -27,6 +27,7 @@ from .attention import scaled_dot_product_attention
 from .core import to_format
 from .elementwise import (add, div, dropout, exp, gelu, log, masked_fill, mul, neg, pow, relu,
                           rsqrt, sigmoid, silu, sqrt, sub, tanh)
+from .extremes import abs, clamp, max, min
 from .linalg import conv2d, linear, matmul
 from .losses import binary_cross_entropy, cross_entropy, mse_loss, nll_loss
 from .norms import layer_norm, log_softmax, rms_norm, softmax
@@ -35,9 +36,11 @@ from .selection import tril, triu, where
 from .shapes import broadcast_to, concat, embedding, index, permute, reshape, transpose
 
 __all__ = [
+    "abs",
     "add",
     "binary_cross_entropy",
     "broadcast_to",
+    "clamp",
     "concat",
     "conv2d",
     "cross_entropy",
@@ -52,8 +55,10 @@ __all__ = [
     "log",
     "log_softmax",
     "masked_fill",
-    "matmul",
+    "max",
     "mean",
+    "min",
+    "matmul",
     "mse_loss",
     "mul",
     "neg",
