@@ -147,7 +147,18 @@ class IndexTensor(IndexStores):
         except ValueError as e:
             raise ValueError(f"cannot reshape {self.shape} to {dims}: {e}") from None
 
-    view = reshape
+    def view(self, *shape: Any) -> IndexTensor:
+        """As :meth:`reshape`, but always a view (writes through it reach this tensor),
+        as torch's: a layout no view can give (a transposed or sliced tensor flattened)
+        is a ValueError naming ``reshape``, which copies, where NumPy would copy silently.
+        """
+        out = self.reshape(*shape)
+        share = getattr(self.backend.xp, "shares_memory", None)
+        if out.numel() and share is not None and not share(out.data, self.data):
+            raise ValueError(f"view: shape {out.shape} is not a view of this tensor's "
+                             f"layout (shape {self.shape}, strided); use .reshape(...), "
+                             f"which copies")
+        return out
 
     def flatten(self) -> IndexTensor:
         return self._new(self.data.reshape(-1))

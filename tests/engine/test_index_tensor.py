@@ -132,6 +132,13 @@ OPS: dict[str, Callable[[Any], Any]] = {
     "x.long().fill_(0) writes x": lambda x: _through(x.clone(), lambda y: y.long().fill_(0)),
     "x.clone().fill_(0) leaves x": lambda x: _through(x, lambda y: y.clone().fill_(0)),
     "x[[0, 2]].fill_(0) leaves x": lambda x: _through(x, lambda y: y[[0, 2]].fill_(0)),
+    "x.view(4, 3).fill_(0) writes x":
+        lambda x: _through(x.clone(), lambda y: y.view(4, 3).fill_(0)),
+    "x[:, 1].view(-1).fill_(0) writes x":
+        lambda x: _through(x.clone(), lambda y: y[:, 1].view(-1).fill_(0)),
+    "x.t().view(-1) refused": lambda x: x.t().view(-1),
+    "x[:, :2].view(6) refused": lambda x: x[:, :2].view(6),
+    "x.t().reshape(-1) copies": lambda x: x.t().reshape(-1),
     "is_floating_point": lambda x: x.is_floating_point(),
 }
 
