@@ -75,11 +75,15 @@ def test_a_row_with_a_field_outside_its_choices_is_refused(field: str, value: st
 
 @pytest.mark.clause("DPL-ERR-001")
 def test_bucket_caps_must_be_positive_and_names_must_be_known() -> None:
-    """Inputs: empty bucket caps; get_dp('horovod'). Expected: ValueError naming
-    bucket_caps; ValueError naming horovod and the known rows. Pass: both."""
-    with pytest.raises(ValueError, match="bucket_caps"):
-        DataParallel(name="x", layout="buckets", divide="pre", check="full", agree="none",
-                     bucket_caps=())
+    """Inputs: empty bucket caps, a cap of 0 bytes, then caps of 1 byte (the smallest
+    positive count); get_dp('horovod'). Expected: ValueError naming bucket_caps for the
+    first two, the 1-byte row accepted; ValueError naming horovod and the known rows.
+    Pass: all."""
+    kw = dict(name="x", layout="buckets", divide="pre", check="full", agree="none")
+    for caps in ((), (0,), (4, 0)):
+        with pytest.raises(ValueError, match="bucket_caps"):
+            DataParallel(**kw, bucket_caps=caps)  # type: ignore[arg-type]
+    assert DataParallel(**kw, bucket_caps=(1, 1)).bucket_caps == (1, 1)  # type: ignore[arg-type]
     with pytest.raises(ValueError) as e:
         get_dp("horovod")
     assert "horovod" in str(e.value) and "torch-fsdp1" in str(e.value)

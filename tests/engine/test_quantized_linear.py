@@ -103,6 +103,22 @@ def test_delayed_scaling_keeps_one_amax_history_per_tensor_across_calls() -> Non
     assert not np.array_equal(y1.data, y0.data)
 
 
+@pytest.mark.clause("TRN-QNT-002", "TRN-QNT-004")
+def test_a_quant_state_collects_operand_statistics_only_when_asked() -> None:
+    """Inputs: one mxfp8 call with a default QuantState and one with collect=True (the
+    training run's per-layer switch). Expected: the default state keeps no statistics
+    (collecting costs a pass over each operand), the collecting one has amax and
+    underflow for x and w, x's amax equal to max |x|. Pass: all."""
+    rng = np.random.default_rng(4)
+    x = tensor(rng.standard_normal((16, 32)).astype(np.float32))
+    w = tensor(rng.standard_normal((8, 32)).astype(np.float32))
+    quiet, loud = F.QuantState(), F.QuantState(collect=True)
+    F.quantized_linear(x, w, recipe="mxfp8", state=quiet)
+    F.quantized_linear(x, w, recipe="mxfp8", state=loud)
+    assert quiet.stats == {} and set(loud.stats) == {"x", "w"}
+    assert loud.stats["x"]["amax"] == float(np.abs(x.data).max())
+
+
 @pytest.mark.clause("TRN-QNT-006", "TRN-RES-001")
 @pytest.mark.parametrize("mode", [m for m in MODES if MODES[m].recipe])
 def test_recipe_modes_resume_bit_for_bit_and_repeat_run_to_run(tmp_path: Path,
