@@ -39,6 +39,7 @@ def cases() -> dict[str, Case]:
         "neg": ([(4, 3)], lambda a: -a, T(lambda a: -a), "any"),
         "pow": ([(4, 3), (4, 3)], lambda a, b: a ** b, T(lambda a, b: a ** b), "pos"),
         "pow_scalar": ([(4, 3)], lambda a: a ** 3.0, T(lambda a: a ** 3.0), "any"),
+        "pow_scalar_base": ([(4, 3)], lambda a: 2.0 ** a, T(lambda a: 2.0 ** a), "any"),
         "matmul": ([(2, 4, 3), (3, 5)], lambda a, b: a @ b, T(lambda a, b: a @ b), "any"),
         "linear": ([(2, 4, 3), (5, 3), (5,)], F.linear,
                    T(lambda x, w, b: _torch()[1].linear(x, w, b)), "any"),

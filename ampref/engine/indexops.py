@@ -92,6 +92,8 @@ class IndexOps:
 
     def _apply(self, o: Any, op: str, fn: Callable[[Any, Any], Any],
                reflected: bool = False) -> Any:
+        if hasattr(o, "format") and not isinstance(o, (IndexOps, str)):
+            return NotImplemented  # a float tensor: its reflected op promotes, as torch
         b = self._other(o, op)
         return self._same(fn(b, self.data) if reflected else fn(self.data, b))
 

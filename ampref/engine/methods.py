@@ -20,10 +20,11 @@ from .indices import IndexTensor
 from .viewmethods import functional_ops as _F, named_dim as _one_dim
 
 
-__all__ = ["abs", "argmax", "argmin", "bfloat16", "chunk", "clamp", "clone", "compare_method",
-           "COMPARISONS", "contiguous", "cpu", "dim", "double", "dtype", "float", "half",
-           "log_softmax", "masked_fill", "max", "min", "numel", "pow", "requires_grad_", "rsqrt",
-           "sigmoid", "size", "softmax", "split", "sqrt", "tolist"]
+__all__ = ["abs", "argmax", "argmin", "as_bool", "as_float", "as_int", "bfloat16", "chunk",
+           "clamp", "clone", "compare_method", "COMPARISONS", "contiguous", "cpu", "dim",
+           "double", "dtype", "float", "half", "isfinite", "isinf", "isnan", "log_softmax",
+           "masked_fill", "max", "min", "numel", "pow", "requires_grad_", "rsqrt", "sigmoid",
+           "size", "softmax", "split", "sqrt", "square", "tolist", "type_as"]
 
 
 # -- shape queries ---------------------------------------------------------------------
@@ -111,6 +112,49 @@ def max(self: Any, dim: int | None = None, keepdim: builtins.bool = False) -> An
 
 def min(self: Any, dim: int | None = None, keepdim: builtins.bool = False) -> Any:
     return _F().min(self, dim, keepdim)
+
+
+def square(self: Any) -> Any:
+    """x ** 2 (torch's square is its pow with exponent 2, so autocast treats it as pow)."""
+    return _F().pow(self, 2.0)
+
+
+def type_as(self: Any, other: Any) -> Any:
+    """This tensor in ``other``'s format (one rounding, ENG-CST-001)."""
+    return _F().to_format(self, other.format)
+
+
+# -- tests of values: bool integer tensors, no gradient --------------------------------
+def isnan(self: Any) -> IndexTensor:
+    return IndexTensor(self.backend.xp.isnan(self.data), self.backend)
+
+
+def isinf(self: Any) -> IndexTensor:
+    return IndexTensor(self.backend.xp.isinf(self.data), self.backend)
+
+
+def isfinite(self: Any) -> IndexTensor:
+    return IndexTensor(self.backend.xp.isfinite(self.data), self.backend)
+
+
+# -- one element as a Python number (torch's float(t), int(t), bool(t)) ---------------
+def as_float(self: Any) -> builtins.float:
+    return builtins.float(self.item())
+
+
+def as_int(self: Any) -> int:
+    """The value truncated toward zero; NaN and ±inf raise ValueError/OverflowError, as
+    Python's int() of them and torch's do."""
+    return int(self.item())
+
+
+def as_bool(self: Any) -> builtins.bool:
+    """False only for ±0 (NaN is True), of a one-element tensor; more elements are
+    ambiguous and refused, as torch refuses them."""
+    if self.numel() != 1:
+        raise ValueError(f"bool() of a tensor with {self.numel()} elements is ambiguous "
+                         f"(shape {self.shape}); use .any() or .all() of a comparison")
+    return self.item() != 0
 
 
 def sqrt(self: Any) -> Any:

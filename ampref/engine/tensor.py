@@ -161,7 +161,11 @@ class Tensor:
         return f"ampref.Tensor({values}, format={self.format.name}{g})"
 
     def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
         return int(self.shape[0])
+
+    __float__, __int__, __bool__ = methods.as_float, methods.as_int, methods.as_bool
 
     # -- torch's methods for scripts (ampref.engine.methods: each one op or shape query) --
     size = methods.size
@@ -186,6 +190,8 @@ class Tensor:
     sqrt, rsqrt = methods.sqrt, methods.rsqrt
     abs, clamp, clip, max, min = methods.abs, methods.clamp, methods.clamp, methods.max, \
         methods.min
+    square, type_as = methods.square, methods.type_as
+    isnan, isinf, isfinite = methods.isnan, methods.isinf, methods.isfinite
     softmax = methods.softmax
     log_softmax = methods.log_softmax
     pow = methods.pow
@@ -285,6 +291,9 @@ class Tensor:
 
     def __pow__(self, o: Any) -> Tensor:
         return _F().pow(self, o)
+
+    def __rpow__(self, o: Any) -> Tensor:
+        return _F().pow(o, self)
 
     def __matmul__(self, o: Any) -> Tensor:
         return _F().matmul(self, o)

@@ -244,6 +244,7 @@ def _method_surface() -> dict[str, tuple[Callable[..., Any], list[Any], dict[str
         "Tensor.requires_grad_": (_t().requires_grad_, [True], {}),
         "Tensor.to": (_t().to, ["bf16"], {}),
         "Tensor.clamp": (_t().clamp, [-1.0, 1.0], {}),
+        "Tensor.type_as": (_t().type_as, [_t()], {}),
         "Tensor.max": (_t().max, [1], {"keepdim": True}),
         "IndexTensor.size": (ids().size, [0], {}),
         "IndexTensor.unsqueeze": (ids().unsqueeze, [0], {}),

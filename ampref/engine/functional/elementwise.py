@@ -18,6 +18,7 @@ from ampref.backends import Backend  # type: ignore[attr-defined]  # mapped from
 from ampref.common.checks import check_flag
 from ampref.common.smoothfn import sigmoid as sigmoid64
 from ampref.formats.table import Format
+from ..indices import IndexTensor
 from ..tensor import Tensor, round_to, storage_dtype
 from .core import (SCALAR_TYPES, autocast_inputs, backend_of, check_tensor, index_data, make,
                    promote, shape_of, sum_to, to_format, wide_math)
@@ -31,8 +32,33 @@ Grads = Callable[[Backend, Format, Any, Any, Any], tuple[Any, Any]]
 
 # -- binary ops --------------------------------------------------------------------------
 
+def _integer_operand(op: str, a: Any, b: Any) -> tuple[Any, Any, Any]:
+    """An integer or bool tensor beside a float tensor, set apart: as torch promotes it,
+    it takes the float operand's format (after autocast) and carries no gradient."""
+    if isinstance(a, IndexTensor) and isinstance(b, Tensor):
+        return None, b, a
+    if isinstance(b, IndexTensor) and isinstance(a, Tensor):
+        return a, None, b
+    return a, b, None
+
+
+def _as_float(ints: IndexTensor, fmt: Format) -> Tensor:
+    """int64/bool -> ``fmt`` as torch converts: to float32 (float64 for float64) with one
+    rounding, then to the format: the float32 step rounds integers past 2^24. Never
+    through float64 for a narrower format: past 2^53 that would round twice."""
+    be = ints.backend
+    wide = ints.data.astype(be.xp.float64 if fmt.wide else be.xp.float32)
+    return Tensor(round_to(be, wide, fmt), fmt, backend=be)
+
+
 def _binary_inputs(op: str, a: Any, b: Any) -> tuple[Any, Any, Format, Any]:
-    """Cast tensor inputs to the common compute format; scalars become weak constants."""
+    """Cast tensor inputs to the common compute format; scalars become weak constants;
+    an integer tensor takes the float tensor's format."""
+    a, b, ints = _integer_operand(op, a, b)
+    if ints is not None:
+        t, u, fmt, be = _binary_inputs(op, *((a, 0.0) if a is not None else (0.0, b)))
+        conv = _as_float(ints, fmt)
+        return (t, conv, fmt, be) if a is not None else (conv, u, fmt, be)
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if not (ta or tb):
         raise TypeError(f"{op} needs at least one ampref.Tensor, got {type(a).__name__} and "
