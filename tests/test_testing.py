@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -209,6 +210,29 @@ def test_representable_without_subnormals_never_draws_one() -> None:
 
     assert not [v for v in draws(False) if 0 < abs(v) < tiny]
     assert [v for v in draws(True) if 0 < abs(v) < tiny]
+
+
+@pytest.mark.clause("FMT-IDN-004")
+def test_representable_draws_nan_and_infinity_only_when_asked() -> None:
+    """Inputs: 600 derandomized draws of representable('e5m2') (6 NaN codes and 2
+    infinities of 256, from ml_dtypes' decoding), with the defaults, then with
+    allow_nan and allow_infinity. Expected: the defaults draw only finite values (a
+    property test of finite arithmetic must not see NaN unless it asks); asked, NaN and
+    ±inf appear. Pass: both."""
+    def draws(**flags: bool) -> list[float]:
+        out: list[float] = []
+
+        @settings(max_examples=600, deadline=None, database=None, derandomize=True)
+        @given(ampref.testing.representable("e5m2", **flags))
+        def draw(v: float) -> None:
+            out.append(v)
+
+        draw()
+        return out
+
+    assert all(math.isfinite(v) for v in draws())
+    asked = draws(allow_nan=True, allow_infinity=True)
+    assert any(math.isnan(v) for v in asked) and any(math.isinf(v) for v in asked)
 
 
 def _wrong(v: Any) -> Any:

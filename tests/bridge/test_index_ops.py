@@ -378,3 +378,37 @@ def test_accumulating_into_an_empty_tensor_gives_torchs_empty_result(call: str) 
         assert (a is None) == (b is None)
         if a is not None:
             assert (a.dtype, tuple(a.shape)) == (b.dtype, tuple(b.shape))
+
+
+#: functional form, in-place form: each adds into a copy of self, or into self itself
+INPLACE_PAIRS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "scatter_add": (lambda x, i, s: x.scatter_add(0, i, s),
+                    lambda x, i, s: x.scatter_add_(0, i, s)),
+    "index_add": (lambda x, i, s: x.index_add(0, i[:, 0], s),
+                  lambda x, i, s: x.index_add_(0, i[:, 0], s)),
+    "index_put accumulate": (lambda x, i, s: x.index_put((i[:, 0],), s, accumulate=True),
+                             lambda x, i, s: x.index_put_((i[:, 0],), s, accumulate=True)),
+}
+
+
+@pytest.mark.clause("TRC-IDX-001")
+@pytest.mark.parametrize("name", list(INPLACE_PAIRS))
+def test_the_functional_form_leaves_self_and_the_in_place_form_writes_it(name: str) -> None:
+    """Inputs: a 4 x 6 self of spread values, a 9-row index with repeats and 9 x 6 source
+    rows, through the functional form and the in-place form of ``name`` under emulate.
+    Expected: the functional form returns a new tensor and leaves self's bits as they
+    were; the in-place form returns self itself, holding the functional form's result.
+    Pass: bitwise, and identity as stated."""
+    rng = np.random.default_rng(11)
+    x = _spread(rng, 4, 6)
+    index = torch.tensor(rng.integers(0, 4, (9, 6)))
+    src = _spread(rng, 9, 6)
+    before = x.clone()
+    functional, in_place = INPLACE_PAIRS[name]
+    out = _emulated(functional, x, index, src)
+    assert out is not x
+    assert_bitwise_equal(x.numpy(), before.numpy(), msg=f"{name} changed self")
+    target = x.clone()
+    got = _emulated(in_place, target, index, src)
+    assert got is target
+    assert_bitwise_equal(target.numpy(), out.numpy(), msg=f"{name}_ differs")

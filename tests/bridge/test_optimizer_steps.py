@@ -114,6 +114,8 @@ FUSED: dict[str, Callable[[list[Any]], Any]] = {
                                                                   betas=(0.3, 0.99), fused=True),
     "AdamW tensor lr": lambda ps: optim.AdamW(ps, lr=torch.tensor(1e-2), fused=True),
     "SGD": lambda ps: optim.SGD(ps, lr=0.05, fused=True),
+    "SGD weight-decay 1 (a factor of one still decays)": lambda ps: optim.SGD(
+        ps, lr=0.05, weight_decay=1.0, fused=True),
     "SGD momentum dampening weight-decay": lambda ps: optim.SGD(
         ps, lr=0.05, momentum=0.9, dampening=0.1, weight_decay=1e-2, fused=True),
     "SGD nesterov maximize": lambda ps: optim.SGD(
@@ -176,7 +178,8 @@ def test_a_fused_optimizer_step_under_emulate_equals_torchs_kernel(name: str,
     dt = getattr(torch, dtype)
     ours, theirs = _fused_run(FUSED[name], True, dt), _fused_run(FUSED[name], False, dt)
     for k, (mine, want) in enumerate(zip(ours, theirs, strict=True)):
-        assert len(mine) == len(want) == (1 if name == "SGD" else 4 if "amsgrad" in name
+        plain_sgd = name == "SGD" or name.startswith("SGD weight-decay 1")  # no momentum
+        assert len(mine) == len(want) == (1 if plain_sgd else 4 if "amsgrad" in name
                                           else 3 if "Adam" in name else 2)
         n = mine[0].numel()
         width = 64 // mine[0].element_size()  # elements per AVX512 vector

@@ -142,9 +142,11 @@ def _exact_products(rows: np.ndarray) -> list[list[Q]]:
 def test_prod_and_cumprod_are_the_exact_products_rounded_once(dim: int) -> None:
     """Inputs: x (5, 24) float32 near ±1 (a sequential float32 product rounds 23 times
     and differs from the exact one on some row), ``prod`` and ``cumprod`` over ``dim``,
-    ``prod`` of everything, and ``prod(dim, dtype=float64)`` of its float16 cast.
-    Expected: fl32 of the exact rational products (float64: fl64 of the float16
-    values' exact product). Pass: bitwise, dtypes torch's."""
+    ``prod`` of everything, ``prod(dim, dtype=float64)`` of its float16 cast and
+    ``prod(dim, dtype=float16)`` of x. Expected: fl32 of the exact rational products
+    (float64: fl64 of the float16 values' exact product; float16: the input cast to
+    float16 first, as torch does, then fl16(fl32(exact product))). Pass: bitwise, dtypes
+    torch's."""
     rng = np.random.default_rng(71 + dim)
     x = (rng.choice([-1.0, 1.0], (5, 24)) * (1 + 0.2 * rng.random((5, 24)))).astype(np.float32)
     t = torch.tensor(x)
@@ -164,6 +166,12 @@ def test_prod_and_cumprod_are_the_exact_products_rounded_once(dim: int) -> None:
     want64 = [float(q[-1]) for q in _exact_products(np.moveaxis(half, dim, -1))]
     assert wide.dtype == torch.float64
     assert_bitwise_equal(wide.numpy(), np.array(want64), msg="prod float16 -> float64")
+    # narrowing: torch casts the float32 input to float16 first, then multiplies
+    narrow = _emulated(lambda a: torch.prod(a, dim, dtype=torch.float16), t)
+    want16 = [np.float16(np.float32(float(r32(q[-1]))))
+              for q in _exact_products(np.moveaxis(half, dim, -1))]
+    assert narrow.dtype == torch.float16
+    assert_bitwise_equal(narrow.numpy(), np.array(want16), msg="prod float32 -> float16")
 
 
 @pytest.mark.clause("TRC-RED-001")
