@@ -138,12 +138,16 @@ def test_optimizer_arguments_and_state_are_validated() -> None:
      "default_dtype must be a format name string"),
     ('name = "p"\ndefault_dtype = "float16"\n[ops]\nfp32 = ["exp"]\n[banned_advice]\nexp = 3\n',
      r"\[banned_advice\] must map op names to strings"),
+    ('name = "p"\ndefault_dtype = "float16"\n[ops]\nfp32 = ["exp"]\n[listed_since]\n'
+     'log = "2.12"\n', r"\[listed_since\] must map listed op names"),
+    ('name = "p"\ndefault_dtype = "float16"\n[ops]\nfp32 = ["exp"]\n[listed_since]\n'
+     'exp = 2.12\n', r"\[listed_since\] must map listed op names"),
 ])
 def test_malformed_policy_files_are_refused_with_the_fault_named(
         tmp_path: Path, text: str, err: str) -> None:
-    """Inputs: four malformed policy TOMLs (a string category, numbers as ops, a numeric
-    dtype, numeric advice). Expected: ValueError naming the fault. Pass: each message
-    matches."""
+    """Inputs: six malformed policy TOMLs (a string category, numbers as ops, a numeric
+    dtype, numeric advice, a release for an op the policy does not list, a numeric
+    release). Expected: ValueError naming the fault. Pass: each message matches."""
     f = tmp_path / "p.toml"
     f.write_text(text)
     with pytest.raises(ValueError, match=err):
