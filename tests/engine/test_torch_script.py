@@ -61,19 +61,21 @@ class Block(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
-class GPT(nn.Module):
-    def __init__(self, vocab, dim, heads, layers):
+class Decoder(nn.Module):
+    """Embedding, blocks, a final norm and the vocabulary head: GPT's and Llama's frame."""
+
+    def __init__(self, vocab, dim, heads, layers, block, norm):
         super().__init__()
         self.emb = nn.Embedding(vocab, dim)
-        self.blocks = nn.ModuleList([Block(dim, heads) for _ in range(layers)])
-        self.ln = nn.LayerNorm(dim)
+        self.blocks = nn.ModuleList([block(dim, heads) for _ in range(layers)])
+        self.norm = norm(dim)
         self.head = nn.Linear(dim, vocab, bias=False)
 
     def forward(self, idx):
         x = self.emb(idx)
         for block in self.blocks:
             x = block(x)
-        return self.head(self.ln(x))
+        return self.head(self.norm(x))
 
 
 class RMSNorm(nn.Module):
@@ -109,27 +111,11 @@ class LlamaBlock(nn.Module):
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
 
 
-class Llama(nn.Module):
-    def __init__(self, vocab, dim, heads, layers):
-        super().__init__()
-        self.emb = nn.Embedding(vocab, dim)
-        self.blocks = nn.ModuleList([LlamaBlock(dim, heads) for _ in range(layers)])
-        self.norm = RMSNorm(dim)
-        self.head = nn.Linear(dim, vocab, bias=False)
-
-    def forward(self, idx):
-        x = self.emb(idx)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.norm(x))
-
-
 def make(kind):
     if kind == "mlp":
         return MLP()
-    if kind == "gpt":
-        return GPT(vocab=11, dim=16, heads=2, layers=2)
-    return Llama(vocab=11, dim=16, heads=2, layers=2)
+    block, norm = (Block, nn.LayerNorm) if kind == "gpt" else (LlamaBlock, RMSNorm)
+    return Decoder(vocab=11, dim=16, heads=2, layers=2, block=block, norm=norm)
 
 
 def padded_labels(y):
