@@ -33,6 +33,7 @@ from ampref.common.checks import check_flag, check_int
 
 __all__ = ["IndexOps", "Extremes", "index_key", "is_float_scalar", "is_int_scalar", "wrap_dim"]
 
+
 class Extremes(NamedTuple):
     """``max(dim)``/``min(dim)``'s result, torch's ``return_types.max``: the extreme
     values and the index of the first of each (ties go to the lowest index)."""

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import ampref
+from ampref.testing import assert_bitwise_equal
 
 torch = pytest.importorskip("torch")
 
@@ -103,12 +104,8 @@ def test_a_view_method_gives_torchs_values_and_the_exact_gradient_bitwise(name: 
     (where expand copies an element; torch's float32 sum may differ in the last bit
     there, ampref's is exactly rounded: ENG-RND-001). Pass: equal bit patterns."""
     (out, grad), (t_out, _) = _run(ampref, VIEWS[name]), _run(torch, VIEWS[name])
-    assert out.shape == t_out.shape, name
-    assert out.view(np.uint32).tolist() == t_out.view(np.uint32).tolist(), name
-    want = _exact_grad(VIEWS[name])
-    assert grad.view(np.uint32).tolist() == want.view(np.uint32).tolist(), \
-        [(hex(a), hex(b)) for a, b in zip(grad.view(np.uint32).ravel(),
-                                           want.view(np.uint32).ravel(), strict=True) if a != b]
+    assert_bitwise_equal(out, t_out, msg=f"{name} values")
+    assert_bitwise_equal(grad, _exact_grad(VIEWS[name]), msg=f"{name} gradient")
 
 
 @pytest.mark.clause("ENG-VEW-001", "API-ERR-001")
@@ -134,8 +131,8 @@ def test_T_of_more_than_two_dims_reverses_them_with_torchs_warning() -> None:
         theirs = np.ascontiguousarray(torch.tensor(_data()).T.numpy())
     with pytest.warns(UserWarning, match="reverses all"):
         ours = np.ascontiguousarray(ampref.tensor(_data(), "float32").T.numpy())
-    assert ours.shape == theirs.shape == (4, 3, 2)
-    assert ours.view(np.uint32).tolist() == theirs.view(np.uint32).tolist()
+    assert ours.shape == (4, 3, 2)
+    assert_bitwise_equal(ours, theirs, msg="T of 3 dims")
 
 
 @pytest.mark.clause("ENG-INT-002")
