@@ -286,7 +286,8 @@ def test_load_state_dict_loads_nothing_when_one_entry_is_refused() -> None:
     sd = b.state_dict()
     sd["2.bias"] = np.zeros(5, np.float32)
     for strict in (True, False):
-        with pytest.raises(ValueError, match=r"'2.bias' has shape \(5,\), parameter has \(2,\)"):
+        with pytest.raises(ValueError, match=r"'2.bias' has shape \(5,\), the module's "
+                                             r"tensor has \(2,\)"):
             a.load_state_dict(sd, strict=strict)
         assert _same(a.state_dict(), before)
     with pytest.raises(TypeError, match="state dict .* got list"):
@@ -396,8 +397,8 @@ def test_optimizer_rejects_bad_arguments_with_clear_errors() -> None:
         optim.SGD([p], lr=-1)
     with pytest.raises(ValueError, match="betas"):
         optim.Adam([p], betas=(1.0, 0.9))
-    with pytest.raises(TypeError, match="leaf"):
-        optim.SGD([ampref.tensor([1.0])], lr=0.1)
+    with pytest.raises(TypeError, match="parameter 0 is not a leaf"):
+        optim.SGD([p * 2], lr=0.1)
 
 
 @pytest.mark.clause("ENG-NN-001", "ENG-CNV-001")

@@ -15,7 +15,7 @@ from .. import functional as F
 from ..tensor import Tensor
 from .base import Module
 
-__all__ = ["CrossEntropyLoss", "Flatten", "Identity", "MSELoss", "NLLLoss", "Sigmoid",
+__all__ = ["CrossEntropyLoss", "Flatten", "Identity", "MSELoss", "NLLLoss", "SiLU", "Sigmoid",
            "Softmax"]
 
 
@@ -32,6 +32,14 @@ class Identity(Module):
 class Sigmoid(Module):
     def forward(self, x: Tensor) -> Tensor:
         return F.sigmoid(x)
+
+
+class SiLU(Module):
+    """x * sigmoid(x) (``F.silu``; torch's ``inplace`` is omitted: ops never write in
+    place)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.silu(x)
 
 
 class Softmax(Module):

@@ -38,7 +38,7 @@ _f = np.float32
 
 
 def _check_params(params: Any) -> list[Tensor]:
-    """The parameter list: leaf tensors that require grad, each once.
+    """The parameter list: leaf tensors, each once.
 
     Raises:
         TypeError: not a parameter (its position named); parameter groups (dicts).
@@ -55,9 +55,11 @@ def _check_params(params: Any) -> list[Tensor]:
         if isinstance(p, dict):
             raise TypeError("parameter groups (dicts) are not supported: ampref's optimizers "
                             "hold one group (docs/torch-api-differences.md)")
-        if not isinstance(p, Tensor) or not p.requires_grad or not p.is_leaf:
-            raise TypeError(f"parameter {i} is not a leaf ampref.Tensor with "
-                            "requires_grad=True")
+        # a frozen parameter (requires_grad False) is accepted and skipped while its
+        # grad is None, as torch's optimizers take model.parameters() after freezing
+        if not isinstance(p, Tensor) or not p.is_leaf:
+            raise TypeError(f"parameter {i} is not a leaf ampref.Tensor (a tensor computed "
+                            f"by an op cannot be optimized)")
     seen: dict[int, int] = {}
     for i, p in enumerate(out):
         if id(p) in seen:
