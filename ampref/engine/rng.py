@@ -56,9 +56,12 @@ class Generator:
         u = (self.bits(n) >> np.uint32(8)).astype(np.float64) * 2.0**-24
         return (low + (high - low) * u).astype(np.float32).reshape(shape)
 
-    def normal(self, shape: tuple[int, ...], std: float = 1.0) -> npt.NDArray[np.float32]:
-        """Box-Muller on pairs of 24-bit uniforms (u1 in (0, 1]), rounded to float32 (a
-        sample past float32's range rounds to ±inf, as float32 arithmetic does)."""
+    def normal(self, shape: tuple[int, ...], std: float = 1.0,
+               mean: float = 0.0) -> npt.NDArray[np.float32]:
+        """mean + std * z, z by Box-Muller on pairs of 24-bit uniforms (u1 in (0, 1]),
+        evaluated in float64 and rounded once to float32 (a sample past float32's range
+        rounds to ±inf, as float32 arithmetic does). A zero mean adds nothing, so a
+        sample std * z = -0.0 stays -0.0."""
         n = int(np.prod(shape))
         m = (n + 1) // 2
         w = self.bits(2 * m)
@@ -67,7 +70,8 @@ class Generator:
         r = np.sqrt(-2.0 * np.log(u1))
         z = np.concatenate([r * np.cos(2 * math.pi * u2), r * np.sin(2 * math.pi * u2)])[:n]
         with np.errstate(over="ignore"):
-            return (std * z).astype(np.float32).reshape(shape)
+            v = std * z if mean == 0 else mean + std * z
+            return v.astype(np.float32).reshape(shape)
 
     def integers(self, high: int, shape: tuple[int, ...]) -> npt.NDArray[np.int64]:
         """Integers in [0, high) by multiply-shift: (word * high) >> 32."""

@@ -18,6 +18,10 @@ from paths import ROOT
 
 torch = pytest.importorskip("torch")
 DOC = ROOT / "docs" / "torch-api-differences.md"
+MODULE_METHODS = ("zero_grad", "register_buffer", "register_parameter", "named_modules",
+                  "modules", "named_children", "children", "named_parameters", "parameters",
+                  "named_buffers", "buffers", "apply", "requires_grad_", "train", "eval",
+                  "state_dict", "load_state_dict")
 
 
 def _objects() -> Iterator[tuple[str, Any, Any, str, bool]]:
@@ -29,7 +33,7 @@ def _objects() -> Iterator[tuple[str, Any, Any, str, bool]]:
         theirs = getattr(torch.nn.functional, name, None) or getattr(torch, name, None)
         yield f"functional.{name}", getattr(F, name), theirs, name, False
     for name in nn.__all__:
-        if name not in ("utils", "Parameter", "Module"):
+        if name not in ("utils", "init", "Parameter", "Module"):
             yield f"nn.{name}", getattr(nn, name), getattr(torch.nn, name, None), name, False
     yield ("nn.utils.clip_grad_norm_", nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad_norm_,
            "clip_grad_norm_", False)
@@ -37,7 +41,10 @@ def _objects() -> Iterator[tuple[str, Any, Any, str, bool]]:
         yield f"optim.{name}", getattr(optim, name), getattr(torch.optim, name), name, False
     yield ("optim.Optimizer.zero_grad", optim.Optimizer.zero_grad, torch.optim.Optimizer.zero_grad,
            "zero_grad", False)
-    yield "nn.Module.zero_grad", nn.Module.zero_grad, torch.nn.Module.zero_grad, "zero_grad", False
+    for m in MODULE_METHODS:
+        yield f"nn.Module.{m}", getattr(nn.Module, m), getattr(torch.nn.Module, m), m, False
+    for name in nn.init.__all__:
+        yield f"nn.init.{name}", getattr(nn.init, name), getattr(torch.nn.init, name), name, False
     yield "amp.GradScaler", amp.GradScaler, torch.amp.GradScaler, "GradScaler", False
     for m in ("scale", "unscale_", "step", "update", "get_scale", "state_dict", "load_state_dict"):
         yield (f"amp.GradScaler.{m}", getattr(amp.GradScaler, m), getattr(torch.amp.GradScaler, m),

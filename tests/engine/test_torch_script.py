@@ -1,7 +1,9 @@
 """A training script written the way torch users write it runs on ampref with only its
 imports changed (issue 28): seeding, an MLP, a small GPT-style transformer and a
 Llama-style one (hand-written RMSNorm with rsqrt, SwiGLU with silu, permuted heads, a
-tril/expand/where causal mask, padding labels set to -100 in place), integer labels,
+tril/expand/where causal mask, padding labels set to -100 in place) and a nanoGPT-style
+one (embedding tied to the head, apply() with nn.init, a causal mask buffer with
+masked_fill), integer labels,
 gradient accumulation, a learning-rate scheduler, checkpoint save/load/resume, accuracy
 with argmax. The same text runs under real torch (when installed) and the two
 are compared where the numerics are comparable: identical learning-rate schedules, label
@@ -111,11 +113,53 @@ class LlamaBlock(nn.Module):
         return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
 
 
+class MaskedBlock(nn.Module):
+    """nanoGPT's block: a causal mask kept as a buffer, masked_fill, an nn.Sequential MLP."""
+
+    def __init__(self, dim, heads, context=8):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.register_buffer("mask", torch.tril(torch.ones(context, context))
+                             .view(1, 1, context, context))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = [t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v)]
+        att = (q @ k.transpose(-2, -1)) * k.size(-1) ** -0.5
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        y = F.softmax(att, dim=-1) @ v
+        x = x + self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        return x + self.mlp(self.ln2(x))
+
+
+class TiedDecoder(Decoder):
+    """nanoGPT's frame: the embedding shares the head's weight; apply() initialises."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.emb.weight = self.head.weight
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+
 def make(kind):
     if kind == "mlp":
         return MLP()
-    block, norm = (Block, nn.LayerNorm) if kind == "gpt" else (LlamaBlock, RMSNorm)
-    return Decoder(vocab=11, dim=16, heads=2, layers=2, block=block, norm=norm)
+    frame, block, norm = {"gpt": (Decoder, Block, nn.LayerNorm),
+                          "llama": (Decoder, LlamaBlock, RMSNorm),
+                          "nanogpt": (TiedDecoder, MaskedBlock, nn.LayerNorm)}[kind]
+    return frame(vocab=11, dim=16, heads=2, layers=2, block=block, norm=norm)
 
 
 def padded_labels(y):
@@ -183,7 +227,9 @@ def run(data, weights, ckpt, kind):
     return dict(losses=losses + more, lrs=lrs + more_lrs, resumed=more == resumed,
                 final=final, resumed_final=resumed_final, acc=acc,
                 pred_dtype=str(pred_dtype), label_dtype=str(y.dtype),
-                counted=(y != -100).long().sum(dim=-1).tolist())
+                counted=(y != -100).long().sum(dim=-1).tolist(),
+                n_params=sum(p.numel() for p in model.parameters()),
+                n_saved=len(model.state_dict()))
 '''
 
 def _namespace(imports: str) -> dict[str, Any]:
@@ -219,7 +265,7 @@ def _run(imports: str, kind: str, tmp_path: Path, weights: dict[str, np.ndarray]
 
 @pytest.mark.clause("ENG-RNG-002", "ENG-INT-001", "ENG-MTH-001", "ENG-OPT-007", "ENG-OPT-008",
                     "ENG-SER-001")
-@pytest.mark.parametrize("kind", ["mlp", "gpt", "llama"])
+@pytest.mark.parametrize("kind", ["mlp", "gpt", "llama", "nanogpt"])
 def test_a_torch_script_runs_with_only_its_imports_changed_and_resumes_bit_identically(
         kind: str, tmp_path: Path) -> None:
     """Inputs: a torch-style training script (MLP, GPT, Llama) run with ampref's imports:
@@ -236,14 +282,17 @@ def test_a_torch_script_runs_with_only_its_imports_changed_and_resumes_bit_ident
     assert all(np.isfinite(out["losses"])) and 0.0 <= out["acc"] <= 1.0
 
 
-@pytest.mark.clause("ENG-OPT-008", "ENG-INT-001", "ENG-INT-003", "ENG-VEW-001", "ENG-SEL-001")
-@pytest.mark.parametrize("kind", ["mlp", "gpt", "llama"])
+@pytest.mark.clause("ENG-OPT-008", "ENG-INT-001", "ENG-INT-003", "ENG-VEW-001", "ENG-SEL-001",
+                    "ENG-NN-002")
+@pytest.mark.parametrize("kind", ["mlp", "gpt", "llama", "nanogpt"])
 def test_the_same_script_under_real_torch_gives_the_same_schedule_and_close_losses(
         kind: str, tmp_path: Path) -> None:
     """Inputs: the same script under ampref and under real torch from the same initial
     weights. Expected: identical learning-rate schedules, label dtypes and counts of
-    unpadded labels, torch's resume working, and losses within 1e-5 relative (torch's CPU
-    GEMMs round differently; measured 0.9e-7 MLP, 1.8e-7 GPT, 1.1e-7 Llama). Pass: all."""
+    unpadded labels, parameter and state-dict entry counts (nanoGPT's tied weight once
+    and twice), torch's resume working, and losses within 1e-5 relative (torch's CPU
+    GEMMs round differently; measured 0.9e-7 MLP, 1.8e-7 GPT, 1.1e-7 Llama, 1.0e-7
+    nanoGPT). Pass: all."""
     pytest.importorskip("torch")
     (tmp_path / "a").mkdir()
     (tmp_path / "t").mkdir()
@@ -252,6 +301,7 @@ def test_the_same_script_under_real_torch_gives_the_same_schedule_and_close_loss
     assert ours["lrs"] == theirs["lrs"]  # the schedulers' float64 arithmetic, bit for bit
     assert ours["label_dtype"] == theirs["label_dtype"].replace("torch.", "")
     assert ours["counted"] == theirs["counted"]
+    assert (ours["n_params"], ours["n_saved"]) == (theirs["n_params"], theirs["n_saved"])
     assert theirs["resumed"]
     # fp32 on both sides; torch's CPU GEMMs and reductions round differently from the
     # exactly rounded reference, and AdamW amplifies tiny gradient differences (update

@@ -183,7 +183,8 @@ class Module(ModuleTree):
         int64/bool for integer buffers). A tied parameter appears under each name."""
         return {name: t.numpy() for name, t in self._saved().items()}
 
-    def load_state_dict(self, sd: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
+    def load_state_dict(self, state_dict: Mapping[str, Any],
+                        strict: bool = True) -> IncompatibleKeys:
         """Load values by name (NumPy arrays or tensors, as torch's state dicts hold). With
         ``strict`` (the default) every name must match; without it, names only one side
         has are skipped and returned, as torch's ``strict=False``. Shapes must match
@@ -194,10 +195,11 @@ class Module(ModuleTree):
             the (missing_keys, unexpected_keys) that were skipped (empty when strict).
 
         Raises:
-            TypeError: ``sd`` is not a mapping, or ``strict`` not a bool.
+            TypeError: ``state_dict`` is not a mapping, or ``strict`` not a bool.
             ValueError: missing or unexpected names when strict, or a shape mismatch
                 (named).
         """
+        sd = state_dict
         if not isinstance(sd, Mapping):
             raise TypeError(f"load_state_dict takes a state dict (a mapping of parameter "
                             f"names to arrays or tensors), got {type(sd).__name__}")
