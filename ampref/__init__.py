@@ -22,7 +22,8 @@ from .engine import amp, functional, nn, optim
 from .engine.creation import (Generator, arange, full, initial_seed, manual_seed, ones,
                               ones_like, rand, randint, randn, tensor, zeros, zeros_like)
 from .engine.functional import concat as cat
-from .engine.functional import abs, clamp, max, min, rsqrt, sqrt, tril, triu, where
+from .engine.functional import (abs, clamp, cos, max, min, outer, rsqrt, sin, sqrt, stack, tril,
+                                triu, where)
 from .engine.indices import IndexTensor
 from .engine.serialization import load, save
 from .engine.tensor import Tensor, no_grad
@@ -125,7 +126,7 @@ __all__ = [
     "Tensor", "tensor", "no_grad", "IndexTensor", "Generator", "manual_seed", "initial_seed",
     "rand", "randn", "randint", "zeros", "ones", "full", "arange", "zeros_like", "ones_like",
     "save", "load", "cat", "int64", "long", "where", "tril", "triu", "sqrt", "rsqrt",
-    "abs", "clamp", "max", "min",
+    "abs", "clamp", "max", "min", "sin", "cos", "stack", "outer",
     "autocast", "Policy", "MixedPolicy", "get_policy",
     "load_policy", "functional", "nn", "optim", "amp", "get_kernels", "set_kernels",
     "use_kernels",

@@ -76,6 +76,31 @@ def erfc_d(d: Decimal) -> Decimal:
     return +r
 
 
+def sin_d(d: Decimal) -> Decimal:
+    """sin at 60 digits: the argument reduced by 2 PI (85 digits; arguments here stay
+    below 2^12, so the reduction keeps over 80 digits), then the Taylor series, summed
+    at 90 digits until a term falls below 10^-88."""
+    with localcontext() as ctx:
+        ctx.prec = 90
+        two_pi = 2 * PI
+        y = d - two_pi * (d / two_pi).to_integral_value()
+        term = s = y
+        n = 1
+        while abs(term) > Decimal(10) ** -88:
+            term = -term * y * y / ((n + 1) * (n + 2))
+            s += term
+            n += 2
+    return +s
+
+
+def cos_d(d: Decimal) -> Decimal:
+    """cos x = sin(x + pi/2), at 60 digits."""
+    with localcontext() as ctx:
+        ctx.prec = 90
+        shifted = d + PI / 2
+    return sin_d(shifted)
+
+
 def wide(f: Callable[..., Decimal]) -> Callable[..., Q]:
     """The function's value (60 digits) rounded to float32."""
     return lambda *xs: r32(from_dec(f(*(dec(x) for x in xs))))

@@ -21,10 +21,10 @@ from .viewmethods import functional_ops as _F, named_dim as _one_dim
 
 
 __all__ = ["abs", "argmax", "argmin", "as_bool", "as_float", "as_int", "bfloat16", "chunk",
-           "clamp", "clone", "compare_method", "COMPARISONS", "contiguous", "cpu", "dim",
+           "clamp", "clone", "compare_method", "COMPARISONS", "contiguous", "cos", "cpu", "dim",
            "double", "dtype", "float", "half", "isfinite", "isinf", "isnan", "log_softmax",
            "masked_fill", "max", "min", "numel", "pow", "requires_grad_", "rsqrt", "sigmoid",
-           "size", "softmax", "split", "sqrt", "square", "tolist", "type_as"]
+           "sin", "size", "softmax", "split", "sqrt", "square", "tolist", "type_as"]
 
 
 # -- shape queries ---------------------------------------------------------------------
@@ -163,6 +163,14 @@ def sqrt(self: Any) -> Any:
 
 def rsqrt(self: Any) -> Any:
     return _F().rsqrt(self)
+
+
+def sin(self: Any) -> Any:
+    return _F().sin(self)
+
+
+def cos(self: Any) -> Any:
+    return _F().cos(self)
 
 
 def softmax(self: Any, dim: int) -> Any:

@@ -1,9 +1,10 @@
 """The engine's elementwise formulas value by value against exact oracles (ENG-RND-001,
-ENG-BWD-001): + - * / and the derivative formulas are float32 operations in the written
-order, each exactly rounded; exp, log, tanh, sigmoid, gelu, pow, sqrt, rsqrt and silu are
-the function value rounded to float32 (60-digit decimal values, gelu's erfc and tanh forms
-included, also in their far negative tails); the float32 result is rounded once to the
-tensor's format. Oracles: tests/value_oracles.py (exact rational steps, nothing from ampref)."""
+ENG-BWD-001, ENG-TRG-001): + - * / and the derivative formulas are float32 operations in
+the written order, each exactly rounded; exp, log, tanh, sigmoid, gelu, pow, sqrt, rsqrt,
+silu, sin and cos are the function value rounded to float32 (60-digit decimal values,
+gelu's erfc and tanh forms included, also in their far negative tails; sin also at
+arguments up to 2^10); the float32 result is rounded once to the tensor's format.
+Oracles: tests/value_oracles.py (exact rational steps, nothing from ampref)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from fractions import Fraction as Q
 import numpy as np
 import pytest
 from oracle import round_value
-from value_oracles import DTYPES, SQRT2, erfc_d, gelu_tanh_d, r32, sigmoid_d, tanh_d, wide
+from value_oracles import (DTYPES, SQRT2, cos_d, dec, erfc_d, from_dec, gelu_tanh_d, r32,
+                           sigmoid_d, sin_d, tanh_d, wide)
 
 import ampref
 from ampref.testing import assert_bitwise_equal
@@ -44,6 +46,10 @@ TABLE: dict[str, tuple[Callable[..., object], int, str, Callable[..., Q],
     "rsqrt": (F.rsqrt, 1, "pos", wide(lambda d: 1 / d.sqrt()),
               lambda g, x, y: r32(-g / 2 * r32(r32(y * y) * y))),
     "silu": (F.silu, 1, "any", wide(lambda d: d * sigmoid_d(d)), None),
+    "sin": (F.sin, 1, "any", wide(sin_d), lambda g, x, y: r32(g * r32(from_dec(cos_d(dec(x)))))),
+    "cos": (F.cos, 1, "any", wide(cos_d),
+            lambda g, x, y: -r32(g * r32(from_dec(sin_d(dec(x)))))),
+    "sin_wide": (lambda a: F.sin(a * 64.0), 1, "any", wide(lambda d: sin_d(64 * d)), None),
 }
 
 
@@ -68,7 +74,7 @@ def _differences(got: np.ndarray, want: list[float], arrays: list[np.ndarray]) -
             f"{[float(a[i]) for a in arrays]}: got {float(got[i])!r}, want {want[i]!r}")
 
 
-@pytest.mark.clause("ENG-RND-001", "ENG-BWD-001")
+@pytest.mark.clause("ENG-RND-001", "ENG-BWD-001", "ENG-TRG-001")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", sorted(TABLE))
 def test_each_elementwise_formula_and_its_derivative_round_as_the_rule_says(
@@ -100,16 +106,19 @@ def test_each_elementwise_formula_and_its_derivative_round_as_the_rule_says(
 #: special inputs -> ops whose torch float32 results they are compared with
 SPECIALS = {"sqrt": [-0.0, 0.0, np.inf, -np.inf, np.nan, -1.0, 1e-45, 4.0],
             "rsqrt": [-0.0, 0.0, np.inf, -np.inf, np.nan, -1.0, 4.0],
-            "silu": [-0.0, 0.0, np.inf, -np.inf, np.nan, 1.0]}
+            "silu": [-0.0, 0.0, np.inf, -np.inf, np.nan, 1.0],
+            "sin": [-0.0, 0.0, np.inf, -np.inf, np.nan, 1e-40, 1e30, -3e38],
+            "cos": [-0.0, 0.0, np.inf, -np.inf, np.nan, 1e-40, 1e30, -3e38]}
 
 
-@pytest.mark.clause("ENG-SPC-001")
+@pytest.mark.clause("ENG-SPC-001", "ENG-TRG-001")
 @pytest.mark.parametrize("name", sorted(SPECIALS))
-def test_sqrt_rsqrt_and_silu_give_torchs_special_values(name: str) -> None:
-    """Inputs: ±0, ±inf, NaN, -1, the smallest float32 subnormal and plain values in
-    float32. Expected: torch's float32 results bit for bit (sqrt(-0) = -0, rsqrt(±0) =
-    ±inf, rsqrt(inf) = 0, negatives NaN, silu(-inf) = NaN, silu(-0) = -0), NaN equal to
-    any NaN. Pass: equal bits or both NaN."""
+def test_sqrt_rsqrt_silu_sin_and_cos_give_torchs_special_values(name: str) -> None:
+    """Inputs: ±0, ±inf, NaN, -1, subnormals, huge arguments (sin(1e30), sin(-3e38))
+    and plain values in float32. Expected: torch's float32 results bit for bit (sqrt(-0)
+    = -0, rsqrt(±0) = ±inf, rsqrt(inf) = 0, negatives NaN, silu(-inf) = NaN, silu(-0) =
+    -0, sin(±0) = ±0, cos(±0) = 1, sin/cos(±inf) = NaN), NaN equal to any NaN. Pass:
+    equal bits or both NaN."""
     torch = pytest.importorskip("torch")
     x = np.array(SPECIALS[name], np.float32)
     got = getattr(F, name)(ampref.tensor(x, "float32")).numpy()

@@ -1,12 +1,13 @@
 """Engine ops (``ampref.functional``, torch.nn.functional's names): forward numerics,
 autocast category and derivative side by side, one module per family (elementwise,
-linalg, reductions, shapes, norms, losses, attention; plumbing in ``core``).
+linalg, reductions, shapes, norms, losses, attention, trigonometry; plumbing in
+``core``).
 
 Every op follows the rounding rules of ``specs/engine.md``:
 
 * ENG-RND-001 elementwise ops compute in float32 (+ - * / are IEEE float32 operations;
-  exp, log, tanh, erf, sqrt are evaluated in float64 and rounded to float32) and round
-  once to the output format; float64 tensors compute in float64 throughout.
+  exp, log, tanh, erf, sqrt, sin, cos are evaluated in float64 and rounded to float32)
+  and round once to the output format; float64 tensors compute in float64 throughout.
 * ENG-MM-001 matmul: fl_out(fl32(exact a.b)) under the default ``exact`` accumulation
   (or any model of :mod:`ampref.accumulation.models`).
 * ENG-RED-001 sums: fl_out(fl32(exact sum)); mean = fl_out(fl32(fl32(sum) / n)).
@@ -33,7 +34,9 @@ from .losses import binary_cross_entropy, cross_entropy, mse_loss, nll_loss
 from .norms import layer_norm, log_softmax, rms_norm, softmax
 from .reductions import mean, sum
 from .selection import tril, triu, where
-from .shapes import broadcast_to, concat, embedding, index, permute, reshape, transpose
+from .shapes import (broadcast_to, concat, embedding, index, outer, permute, reshape, stack,
+                     transpose)
+from .trigonometry import cos, sin
 
 __all__ = [
     "abs",
@@ -43,6 +46,7 @@ __all__ = [
     "clamp",
     "concat",
     "conv2d",
+    "cos",
     "cross_entropy",
     "div",
     "dropout",
@@ -55,25 +59,28 @@ __all__ = [
     "log",
     "log_softmax",
     "masked_fill",
+    "matmul",
     "max",
     "mean",
     "min",
-    "matmul",
     "mse_loss",
     "mul",
     "neg",
     "nll_loss",
+    "outer",
     "permute",
     "pow",
     "relu",
-    "rsqrt",
     "reshape",
     "rms_norm",
+    "rsqrt",
     "scaled_dot_product_attention",
     "sigmoid",
     "silu",
+    "sin",
     "softmax",
     "sqrt",
+    "stack",
     "sub",
     "sum",
     "tanh",

@@ -191,7 +191,7 @@ def masked_fill(input: Tensor, mask: Any, value: float) -> Tensor:
 
 # -- unary ops ----------------------------------------------------------------------------
 
-def _unary(op: str, x: Tensor, f: Any, df: Any, *, exact: bool = False) -> Tensor:
+def unary(op: str, x: Tensor, f: Any, df: Any, *, exact: bool = False) -> Tensor:
     """y = fl_out(f(x)); df(g, x, y) gives the input gradient. ``exact`` ops (whose
     result is already a value of x's format) skip the float64 evaluation."""
     x = check_tensor(x, op)
@@ -208,22 +208,22 @@ def _unary(op: str, x: Tensor, f: Any, df: Any, *, exact: bool = False) -> Tenso
 
 def exp(input: Tensor) -> Tensor:
     """e^x; exp(inf) = inf, exp(-inf) = 0, overflow -> inf."""
-    return _unary("exp", input, lambda xp, v: xp.exp(v), lambda g, x, y: g * y)
+    return unary("exp", input, lambda xp, v: xp.exp(v), lambda g, x, y: g * y)
 
 
 def log(input: Tensor) -> Tensor:
     """ln x; log(0) = -inf, log(<0) = NaN."""
-    return _unary("log", input, lambda xp, v: xp.log(v), lambda g, x, y: g / x)
+    return unary("log", input, lambda xp, v: xp.log(v), lambda g, x, y: g / x)
 
 
 def tanh(input: Tensor) -> Tensor:
-    return _unary("tanh", input, lambda xp, v: xp.tanh(v), lambda g, x, y: g * (1 - y * y))
+    return unary("tanh", input, lambda xp, v: xp.tanh(v), lambda g, x, y: g * (1 - y * y))
 
 
 def sigmoid(input: Tensor) -> Tensor:
     """1 / (1 + e^-x), evaluated in float64 without overflow or cancellation
     (``ampref.common.smoothfn.sigmoid``): sigmoid(-88) is 6.1e-39, not 0."""
-    return _unary("sigmoid", input, sigmoid64,
+    return unary("sigmoid", input, sigmoid64,
                   lambda g, x, y: g * (y * (1 - y)))
 
 
@@ -238,21 +238,21 @@ def silu(input: Tensor) -> Tensor:
         d = wide_math(x.backend, x.format, lambda xp, v: sigmoid64(xp, v) * (
             1.0 + v * sigmoid64(xp, -v)), xv)
         return g * d
-    return _unary("silu", x, lambda xp, v: v * sigmoid64(xp, v), ds)
+    return unary("silu", x, lambda xp, v: v * sigmoid64(xp, v), ds)
 
 
 def sqrt(input: Tensor) -> Tensor:
     """Square root, correctly rounded (float64's sqrt of a float32 value is exact enough
     that one rounding to float32 is the IEEE result): sqrt(-0) = -0, sqrt(x < 0) = NaN,
     sqrt(inf) = inf. The gradient is g / (2 y), torch's: inf at 0."""
-    return _unary("sqrt", input, lambda xp, v: xp.sqrt(v), lambda g, x, y: g / (2 * y))
+    return unary("sqrt", input, lambda xp, v: xp.sqrt(v), lambda g, x, y: g / (2 * y))
 
 
 def rsqrt(input: Tensor) -> Tensor:
     """1 / sqrt(x) in float64, rounded once to float32 then to the output format:
     rsqrt(±0) = ±inf, rsqrt(x < 0) = NaN, rsqrt(inf) = 0. Autocast name ``rsqrt``
     (float32 under torch-cuda). The gradient is -g y^3 / 2, torch's form."""
-    return _unary("rsqrt", input, lambda xp, v: 1.0 / xp.sqrt(v),
+    return unary("rsqrt", input, lambda xp, v: 1.0 / xp.sqrt(v),
                   lambda g, x, y: -0.5 * g * (y * y * y))
 
 
@@ -262,7 +262,7 @@ def relu(input: Tensor) -> Tensor:
     multiplied, so an inf or NaN gradient at x <= 0 gives 0 (torch's threshold_backward;
     ``g * (x > 0)`` would give NaN there)."""
     xp = check_tensor(input, "relu").backend.xp
-    return _unary("relu", input, lambda xp_, v: xp_.where(v < 0, v.dtype.type(0), v),
+    return unary("relu", input, lambda xp_, v: xp_.where(v < 0, v.dtype.type(0), v),
                   lambda g, x, y: xp.where(x <= 0, g.dtype.type(0), g), exact=True)
 
 
@@ -297,7 +297,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
             return g * wide_math(x.backend, x.format, d, xv)
     else:
         raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
-    return _unary("gelu", x, f, df)
+    return unary("gelu", x, f, df)
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, *, seed: int | None = None,

@@ -1,4 +1,5 @@
-"""Shape ops and gathers: reshape, transpose, broadcast_to, indexing, embedding, concat.
+"""Shape ops and gathers: reshape, transpose, broadcast_to, indexing, embedding, concat,
+stack; and outer, the product of a column and a row.
 
 Values are moved, never rounded (exact); gradients of repeated indices are added in
 float64 in index order and rounded once (ENG-IDX-001), embedding's weight gradient is
@@ -15,10 +16,12 @@ import numpy as np
 from ampref.common.checks import TensorIndexError, reshape_entries
 
 from ..tensor import Tensor
+from .elementwise import mul
 from .core import (autocast_inputs, backend_of, check_tensor, dims_of, host_index, index_data,
                    make, one_dim, promote, sum_to, to_format)
 
-__all__ = ["broadcast_to", "concat", "embedding", "index", "permute", "reshape", "transpose"]
+__all__ = ["broadcast_to", "concat", "embedding", "index", "outer", "permute", "reshape", "stack",
+           "transpose"]
 
 
 def reshape(input: Tensor, shape: Sequence[int]) -> Tensor:
@@ -151,3 +154,38 @@ def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     def bwd(g: Any) -> tuple[Any, ...]:
         return tuple(be.xp.split(g, cuts, axis=axis))
     return make(be, out, fmt, "cat", ts, bwd)
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Join equal-shaped tensors along a new dim ``dim`` (in [-(ndim + 1), ndim]), as
+    torch: exact (values moved); mixed formats promote as in ``concat`` (autocast name
+    ``stack``); the gradient is split back along ``dim``.
+
+    Raises:
+        ValueError: no tensors, or shapes that differ (the first mismatch named).
+    """
+    ts = [check_tensor(t, "stack") for t in tensors]
+    if not ts:
+        raise ValueError("stack needs at least one tensor")
+    for i, t in enumerate(ts[1:], 1):
+        if t.shape != ts[0].shape:
+            raise ValueError(f"stack needs equal shapes: tensor 0 is {ts[0].shape}, tensor {i} "
+                             f"is {t.shape}")
+    ts, _, _ = autocast_inputs("stack", ts)
+    axis = one_dim(reshape(ts[0], (*ts[0].shape, 1)), dim)
+    fmt = promote([t.format for t in ts])
+    grown = [reshape(to_format(t, fmt), (*t.shape[:axis], 1, *t.shape[axis:])) for t in ts]
+    return concat(grown, axis)
+
+
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """input[i] * vec2[j] for two 1-D tensors: each product one rounding (``mul``'s
+    rules, promotion and weak scalars included), as torch.outer.
+
+    Raises:
+        ValueError: an argument that is not 1-D (its shape named).
+    """
+    for name, v in (("input", input), ("vec2", vec2)):
+        if check_tensor(v, "outer").ndim != 1:
+            raise ValueError(f"outer needs 1-D tensors, got {name} of shape {v.shape}")
+    return mul(reshape(input, (-1, 1)), reshape(vec2, (1, -1)))
