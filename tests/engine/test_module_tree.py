@@ -20,7 +20,7 @@ def _tree(torch_like: Any) -> Any:
     None parameter, nested containers."""
     tnn = torch_like.nn
 
-    class Block(tnn.Module):
+    class Block(tnn.Module):  # type: ignore[name-defined]
         def __init__(self, shared: Any) -> None:
             super().__init__()
             self.norm = tnn.LayerNorm(4)
@@ -30,7 +30,7 @@ def _tree(torch_like: Any) -> Any:
             self.register_buffer("steps", torch_like.zeros(2, dtype=torch_like.int64),
                                  persistent=False)
 
-    class Net(tnn.Module):
+    class Net(tnn.Module):  # type: ignore[name-defined]
         def __init__(self) -> None:
             super().__init__()
             shared = tnn.Linear(4, 4, bias=False)
@@ -139,7 +139,7 @@ def test_requires_grad_false_freezes_every_parameter_and_the_optimizer_skips_the
     lin = nn.Linear(2, 2)
     before = lin.weight.numpy()
     assert lin.requires_grad_(False) is lin
-    scale = nn.Parameter(np.float32([2.0]))
+    scale = nn.Parameter(np.array([2.0], np.float32))
     (lin(ampref.ones(1, 2)) * scale).sum().backward()
     ampref.optim.SGD([*lin.parameters(), scale], lr=0.5).step()
     assert lin.weight.grad is None and scale.grad is not None

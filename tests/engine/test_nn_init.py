@@ -215,7 +215,8 @@ def test_samples_are_rounded_once_more_to_a_low_precision_tensors_format() -> No
 
 @pytest.mark.clause("ENG-INI-001", "API-ERR-001")
 @pytest.mark.parametrize("call, error, match", [
-    (lambda: init.normal_(np.zeros(3)), TypeError, "floating-point ampref.Tensor"),
+    (lambda: init.normal_(np.zeros(3)),  # type: ignore[arg-type]
+     TypeError, "floating-point ampref.Tensor"),
     (lambda: init.zeros_(ampref.tensor([1, 2])), TypeError, "got IndexTensor"),
     (lambda: init.zeros_(nn.Parameter(np.ones(2)) * 2), ValueError, "computed by 'mul'"),
     (lambda: init.normal_(ampref.zeros(2), std=-1.0), ValueError, "std must be >= 0"),
@@ -225,7 +226,8 @@ def test_samples_are_rounded_once_more_to_a_low_precision_tensors_format() -> No
     (lambda: init.trunc_normal_(ampref.zeros(2), mean=5.0, std=0.0, a=0.0, b=1.0), ValueError,
      r"holds 0 of N\(5.0, 0.0\^2\)"),
     (lambda: init.eye_(ampref.zeros(2, 2, 2)), ValueError, "2-D"),
-    (lambda: init.normal_(ampref.zeros(2), generator=3), TypeError, "Generator"),
+    (lambda: init.normal_(ampref.zeros(2), generator=3),  # type: ignore[arg-type]
+     TypeError, "Generator"),
 ])
 def test_bad_tensors_and_arguments_are_refused_naming_the_problem(call: Any, error: Any,
                                                                   match: str) -> None:

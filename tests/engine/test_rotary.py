@@ -25,8 +25,8 @@ def test_stack_joins_along_a_new_dim_as_torch(dim: int, fmts: tuple[str, str]) -
     bf16 promotes to float32) and bits. Pass: equal dtype names and bits."""
     torch = pytest.importorskip("torch")
     from torch_compare import assert_same_result
-    rows = [np.float32([[1.5, -0.0, np.inf], [2**-20, 3.0, -7.25]]),
-            np.float32([[0.0] * 3, [1.0] * 3])]
+    rows = [np.array([[1.5, -0.0, np.inf], [2**-20, 3.0, -7.25]], np.float32),
+            np.array([[0.0] * 3, [1.0] * 3], np.float32)]
     pairs = list(zip(rows, fmts, strict=True))
     ours = ampref.stack([ampref.tensor(r, f) for r, f in pairs], dim)
     theirs = torch.stack([torch.tensor(r, dtype=getattr(torch, f)) for r, f in pairs], dim)
@@ -43,7 +43,8 @@ def test_outer_is_one_rounded_product_per_element_as_torch(fmts: tuple[str, str]
     equal."""
     torch = pytest.importorskip("torch")
     from torch_compare import assert_same_result
-    a, b = np.float32([1.1, -3.0, 300.0, 0.0, 2**-10]), np.float32([0.3, 250.0, -np.inf, 7.0])
+    a = np.array([1.1, -3.0, 300.0, 0.0, 2**-10], np.float32)
+    b = np.array([0.3, 250.0, -np.inf, 7.0], np.float32)
     ours = ampref.outer(ampref.tensor(a, fmts[0]), ampref.tensor(b, fmts[1]))
     theirs = torch.outer(torch.tensor(a, dtype=getattr(torch, fmts[0])),
                          torch.tensor(b, dtype=getattr(torch, fmts[1])))
@@ -56,7 +57,8 @@ def test_outer_is_one_rounded_product_per_element_as_torch(fmts: tuple[str, str]
      r"tensor 0 is \(2, 3\), tensor 1 is \(3, 2\)"),
     (lambda: ampref.stack([]), ValueError, "at least one tensor"),
     (lambda: ampref.stack([ampref.ones(2, 3)], 3), ValueError, "dim"),
-    (lambda: ampref.stack([ampref.ones(2)], 0.5), TypeError, "dim must be an int"),
+    (lambda: ampref.stack([ampref.ones(2)], 0.5),  # type: ignore[arg-type]
+     TypeError, "dim must be an int"),
     (lambda: ampref.outer(ampref.ones(2, 2), ampref.ones(2)), ValueError,
      r"input of shape \(2, 2\)"),
     (lambda: ampref.outer(ampref.ones(2), ampref.ones(1, 2)), ValueError,
