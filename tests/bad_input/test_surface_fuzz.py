@@ -40,7 +40,8 @@ from ampref.policy import parse_policy, policy_names
 
 #: the torch bridge is part of the surface wherever torch is installed
 TORCH = importlib.util.find_spec("torch") is not None
-MODULES = ("ampref", "ampref.functional", "ampref.nn", "ampref.optim", "ampref.recipes",
+MODULES = ("ampref", "ampref.functional", "ampref.nn", "ampref.nn.init", "ampref.optim",
+           "ampref.recipes",
            "ampref.tensorcore", "ampref.amp", "ampref.accumulation", "ampref.scaling",
            "ampref.formats", "ampref.policy", "ampref.testing", "ampref.distributed",
            *(("ampref.torch",) if TORCH else ()))
@@ -120,6 +121,27 @@ def _surface() -> dict[str, tuple[Callable[..., Any], list[Any], dict[str, Any]]
         "ampref.functional.min": (F.min, [_t(), 1], {"keepdim": True}),
         "ampref.functional.sqrt": (F.sqrt, [_t()], {}),
         "ampref.functional.rsqrt": (F.rsqrt, [_t()], {}),
+        "ampref.functional.sin": (F.sin, [_t()], {}),
+        "ampref.functional.cos": (F.cos, [_t()], {}),
+        "ampref.functional.stack": (F.stack, [[_t(), _t()]], {"dim": 1}),
+        "ampref.functional.outer": (F.outer, [_t(3), _t(2)], {}),
+        "ampref.nn.init.calculate_gain": (nn.init.calculate_gain, ["leaky_relu", 0.2], {}),
+        "ampref.nn.init.uniform_": (nn.init.uniform_, [_t()], {"a": -1.0, "b": 1.0}),
+        "ampref.nn.init.normal_": (nn.init.normal_, [_t()], {"mean": 0.5, "std": 0.1}),
+        "ampref.nn.init.trunc_normal_": (nn.init.trunc_normal_, [_t()],
+                                         {"mean": 0.0, "std": 1.0, "a": -1.0, "b": 1.0}),
+        "ampref.nn.init.constant_": (nn.init.constant_, [_t(), 0.25], {}),
+        "ampref.nn.init.ones_": (nn.init.ones_, [_t()], {}),
+        "ampref.nn.init.zeros_": (nn.init.zeros_, [_t()], {}),
+        "ampref.nn.init.eye_": (nn.init.eye_, [_t()], {}),
+        "ampref.nn.init.xavier_uniform_": (nn.init.xavier_uniform_, [_t()], {"gain": 2.0}),
+        "ampref.nn.init.xavier_normal_": (nn.init.xavier_normal_, [_t()], {"gain": 2.0}),
+        "ampref.nn.init.kaiming_uniform_": (nn.init.kaiming_uniform_, [_t()],
+                                            {"a": 0.1, "mode": "fan_out",
+                                             "nonlinearity": "leaky_relu"}),
+        "ampref.nn.init.kaiming_normal_": (nn.init.kaiming_normal_, [_t()],
+                                           {"a": 0.1, "mode": "fan_in",
+                                            "nonlinearity": "leaky_relu"}),
         "ampref.functional.where": (F.where, [_t() > 0, _t(), _t()], {}),
         "ampref.functional.tril": (F.tril, [_t()], {"diagonal": 1}),
         "ampref.functional.triu": (F.triu, [_t()], {"diagonal": 1}),
@@ -284,7 +306,7 @@ EXEMPT = {
     "DelayedState", "ScalerState", "ScaleEvent", "ScaleFloorError", "LossScaleWarning",
     "Identification", "BlockIdentification", "GemmIdentification", "ScalerIdentification",
     "DPStep", "DataParallel", "ParamGroup", "Optimizer", "Module", "Sequential",
-    "ModuleDict", "ModuleList", "GELU", "ReLU", "Tanh", "Sigmoid", "Identity",
+    "ModuleDict", "ModuleList", "GELU", "ReLU", "Tanh", "Sigmoid", "SiLU", "Identity",
     "CrossEntropyLoss", "MSELoss", "NLLLoss",  # no numeric arguments of their own
     # no arguments, or internal checks that exist to raise
     "format_names", "initial_seed", "get_kernels", "no_grad", "policy_names",

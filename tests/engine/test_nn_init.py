@@ -226,6 +226,12 @@ def test_samples_are_rounded_once_more_to_a_low_precision_tensors_format() -> No
     (lambda: init.trunc_normal_(ampref.zeros(2), mean=5.0, std=0.0, a=0.0, b=1.0), ValueError,
      r"holds 0 of N\(5.0, 0.0\^2\)"),
     (lambda: init.eye_(ampref.zeros(2, 2, 2)), ValueError, "2-D"),
+    (lambda: init.uniform_(ampref.zeros(2), a=2.0, b=1.0), ValueError, "a <= b"),
+    (lambda: init.uniform_(ampref.zeros(2), a=-1e39, b=0.0), ValueError, "float32's range"),
+    (lambda: init.xavier_uniform_(ampref.zeros(2, 2), gain=1e300), ValueError,
+     "float32's range"),
+    (lambda: init.calculate_gain("relu", "x"), ValueError, "param must be a real number"),
+    (lambda: init.kaiming_normal_(ampref.zeros(2, 2), a=None), TypeError, "kaiming_normal_ a"),
     (lambda: init.normal_(ampref.zeros(2), generator=3),  # type: ignore[arg-type]
      TypeError, "Generator"),
 ])
@@ -233,7 +239,8 @@ def test_bad_tensors_and_arguments_are_refused_naming_the_problem(call: Any, err
                                                                   match: str) -> None:
     """Inputs: a NumPy array, an integer tensor, a tensor with a graph, a negative std,
     a NaN bound, an empty or hopeless truncation (a point mass outside [a, b] among
-    them), a 3-D eye_, a non-Generator. Expected:
+    them), a 3-D eye_, uniform bounds reversed or past float32 (torch refuses both), a
+    non-numeric gain parameter or slope, a non-Generator. Expected:
     the error type with the message naming the problem. Pass: raises."""
     with pytest.raises(error, match=match):
         call()
@@ -258,3 +265,11 @@ def test_trunc_normal_with_zero_std_inside_the_range_is_the_mean_everywhere() ->
     value 0.5 (a point mass inside [a, b] is accepted at once). Pass: exact."""
     t = init.trunc_normal_(ampref.zeros(4), mean=0.5, std=0.0, a=0.0, b=1.0)
     assert t.numpy().tolist() == [0.5] * 4
+
+
+@pytest.mark.clause("ENG-INI-001")
+def test_a_leaky_relu_slope_whose_square_overflows_gives_the_limit_gain_zero() -> None:
+    """Inputs: calculate_gain('leaky_relu', ±1e300) (torch's slope**2 raises
+    OverflowError there). Expected: sqrt(2 / (1 + inf)) = 0.0. Pass: exact."""
+    assert init.calculate_gain("leaky_relu", 1e300) == 0.0
+    assert init.calculate_gain("leaky_relu", -1e300) == 0.0

@@ -41,6 +41,7 @@ GAINS: dict[str, float] = {
     "selu": 3.0 / 4,
 }
 FAN_MODES = ("fan_in", "fan_out")
+F32_MAX = float(np.finfo(np.float32).max)
 
 #: a truncated normal is sampled by redrawing what falls outside [a, b]; a range that
 #: keeps less than this share of draws would take too many rounds, and is refused
@@ -67,7 +68,11 @@ def calculate_gain(nonlinearity: str, param: int | float | None = None) -> float
                              f"be an int or float, got {param!r}")
         else:
             slope = param
-        return math.sqrt(2.0 / (1 + slope**2))
+        # torch's slope**2; a slope whose square overflows gives the limit, gain 0
+        square = slope**2 if abs(slope) < 1e150 else math.inf
+        return math.sqrt(2.0 / (1 + square))
+    if param is not None and (isinstance(param, bool) or not isinstance(param, (int, float))):
+        raise ValueError(f"calculate_gain: param must be a real number or None, got {param!r}")
     if nonlinearity not in GAINS:
         raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}; choices: "
                          f"{', '.join([*GAINS, 'leaky_relu'])}")
@@ -76,9 +81,19 @@ def calculate_gain(nonlinearity: str, param: int | float | None = None) -> float
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0,
              generator: Generator | None = None) -> Tensor:
-    """Values a + (b - a) * u, u uniform in [0, 1) on a 2^-24 grid (Generator.uniform)."""
+    """Values a + (b - a) * u, u uniform in [0, 1) on a 2^-24 grid (Generator.uniform).
+
+    Raises:
+        ValueError: ``a > b``, or a bound beyond float32's finite range (the samples are
+            float32 values; torch refuses both too).
+    """
     t = _target(tensor, "uniform_")
     lo, hi = check_real("uniform_ a", a), check_real("uniform_ b", b)
+    if lo > hi:
+        raise ValueError(f"uniform_ needs a <= b, got a={lo!r}, b={hi!r}")
+    if max(abs(lo), abs(hi)) > F32_MAX:
+        raise ValueError(f"uniform_ bounds must lie within float32's range (±{F32_MAX!r}), "
+                         f"got a={lo!r}, b={hi!r}")
     return _store(t, _gen(generator).uniform(t.shape, lo, hi))
 
 
@@ -110,7 +125,9 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
     if mass < MIN_TRUNC_MASS:
         raise ValueError(f"trunc_normal_: [{lo!r}, {hi!r}] holds {mass:.3g} of N({mu!r}, "
                          f"{sd!r}^2), less than {MIN_TRUNC_MASS}: move a, b or the mean")
-    gen, lo32, hi32 = _gen(generator), np.float32(lo), np.float32(hi)
+    gen = _gen(generator)
+    with np.errstate(over="ignore"):  # a bound past float32's range rounds to ±inf
+        lo32, hi32 = np.float32(lo), np.float32(hi)
     values = gen.normal(t.shape, sd, mu).reshape(-1)
     outside = np.flatnonzero((values < lo32) | (values > hi32))
     for _ in range(MAX_TRUNC_ROUNDS):
@@ -262,7 +279,7 @@ def _kaiming_std(t: Tensor, a: Any, mode: Any, nonlinearity: str, fn: str) -> fl
         raise ValueError(f"nn.init.{fn}: mode {mode!r} is not one of {', '.join(FAN_MODES)}")
     fan_in, fan_out = _fans(t, fn)
     fan = fan_in if mode.lower() == "fan_in" else fan_out
-    return calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    return calculate_gain(nonlinearity, check_real(f"{fn} a", a)) / math.sqrt(fan)
 
 
 def _normal_mass(mean: float, std: float, a: float, b: float) -> float:
