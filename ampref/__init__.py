@@ -19,11 +19,13 @@ from types import ModuleType
 from . import accumulation, recipes, scaling
 from .accumulation import error_bound, matmul, tensorcore
 from .engine import amp, functional, nn, optim
+from .engine import cuda
 from .engine.creation import (Generator, arange, full, initial_seed, manual_seed, ones,
                               ones_like, rand, randint, randn, tensor, zeros, zeros_like)
 from .engine.functional import concat as cat
 from .engine.functional import (abs, clamp, cos, max, min, outer, rsqrt, sin, sqrt, stack, tril,
                                 triu, where)
+from .engine.device import device
 from .engine.indices import IndexTensor
 from .engine.serialization import load, save
 from .engine.tensor import Tensor, no_grad
@@ -126,7 +128,7 @@ __all__ = [
     "Tensor", "tensor", "no_grad", "IndexTensor", "Generator", "manual_seed", "initial_seed",
     "rand", "randn", "randint", "zeros", "ones", "full", "arange", "zeros_like", "ones_like",
     "save", "load", "cat", "int64", "long", "where", "tril", "triu", "sqrt", "rsqrt",
-    "abs", "clamp", "max", "min", "sin", "cos", "stack", "outer",
+    "abs", "clamp", "max", "min", "sin", "cos", "stack", "outer", "device", "cuda",
     "autocast", "Policy", "MixedPolicy", "get_policy",
     "load_policy", "functional", "nn", "optim", "amp", "get_kernels", "set_kernels",
     "use_kernels",

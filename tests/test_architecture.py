@@ -44,7 +44,11 @@ ROOMS = {
 HOOKS = {("ampref.engine.tensor", "ampref.engine.functional"),
          ("ampref.engine.viewmethods", "ampref.engine.functional"),
          ("ampref.engine.indices", "ampref.engine.creation"),
-         ("ampref.engine.tensor", "ampref.engine.creation")}
+         ("ampref.engine.tensor", "ampref.engine.creation"),
+         ("ampref.engine.methods", "ampref.engine.placement"),
+         ("ampref.engine.methods", "ampref.engine.device"),
+         ("ampref.engine.indices", "ampref.engine.placement"),
+         ("ampref.engine.indices", "ampref.engine.device")}
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:

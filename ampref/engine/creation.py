@@ -24,6 +24,7 @@ from ampref.formats.cast import exact_source
 from ampref.formats.table import Format, get_format
 
 from .indices import IndexTensor
+from .placement import placed_backend
 from .rng import Generator
 from .tensor import Tensor
 
@@ -59,11 +60,13 @@ INTEGER_DTYPES = ("int64", "long", "int", "int32", "bool")
 
 def tensor(data: Any, format: str | Format | None = None, requires_grad: bool = False,
            backend: str | Any = "numpy", *, dtype: str | Format | None = None,
-           rounding: str = "nearest_even", name: str | None = None) -> Any:
+           rounding: str = "nearest_even", name: str | None = None,
+           device: Any = None) -> Any:
     """A leaf tensor holding ``data``: values of ``format`` rounded to it (nearest-even by
     default), or an integer tensor.
 
-    As torch's ``tensor``: without a format, integer data stays integer (an
+    ``device`` ("cpu", "cuda", an ``ampref.device``) places it as ``backend`` does
+    (ENG-DEV-001). As torch's ``tensor``: without a format, integer data stays integer (an
     :class:`~ampref.engine.indices.IndexTensor` of int64, bool data of bool) and floating
     data becomes float32; ``format`` (or torch's keyword ``dtype``) ``"int64"``/``"long"``
     or ``"bool"`` asks for an integer tensor explicitly. NaN, ±inf, ±0 and subnormals
@@ -80,7 +83,7 @@ def tensor(data: Any, format: str | Format | None = None, requires_grad: bool = 
         raise TypeError(f"tensor: name must be a str or None, got {type(name).__name__}: "
                         f"{name!r}")
     want = format if format is not None else dtype
-    be = backends.resolve(backend)
+    be = backends.resolve(placed_backend(backend, device, "tensor"))
     arr = _numeric_array(be, data)
     integer = want is None and arr.dtype.kind in "iub"
     if integer or (isinstance(want, str) and want.lower() in INTEGER_DTYPES):
@@ -157,70 +160,81 @@ def _gen(generator: Generator | None) -> Generator:
 
 
 def rand(*size: Any, generator: Generator | None = None, dtype: str | Format | None = None,
-         requires_grad: bool = False, backend: str | Any = "numpy") -> Tensor:
+         requires_grad: bool = False, backend: str | Any = "numpy",
+         device: Any = None) -> Tensor:
     """Uniform values in [0, 1) on the 2^-24 grid, then rounded to ``dtype`` (float32)."""
     u = _gen(generator).uniform(_shape(size, "rand"))
-    return _random_float(u, dtype, requires_grad, backend, "rand")
+    return _random_float(u, dtype, requires_grad, placed_backend(backend, device, "rand"),
+                         "rand")
 
 
 def randn(*size: Any, generator: Generator | None = None, dtype: str | Format | None = None,
-          requires_grad: bool = False, backend: str | Any = "numpy") -> Tensor:
+          requires_grad: bool = False, backend: str | Any = "numpy",
+          device: Any = None) -> Tensor:
     """Standard normal values (Box-Muller, float32), then rounded to ``dtype``."""
     z = _gen(generator).normal(_shape(size, "randn"))
-    return _random_float(z, dtype, requires_grad, backend, "randn")
+    return _random_float(z, dtype, requires_grad, placed_backend(backend, device, "randn"),
+                         "randn")
 
 
-def randint(low: int, high: int | None = None, size: Sequence[int] = (), *,
-            generator: Generator | None = None, backend: str | Any = "numpy") -> IndexTensor:
-    """int64 values in [low, high) (``randint(high, size)`` means low 0, as in torch).
+def randint(low: int, high: int | Sequence[int] | None = None, size: Sequence[int] = (), *,
+            generator: Generator | None = None, backend: str | Any = "numpy",
+            device: Any = None) -> IndexTensor:
+    """int64 values in [low, high) (``randint(high, size)``, with size by position or
+    keyword, means low 0, as in torch).
 
     Raises:
         ValueError: ``high <= low`` or a bad size (values named).
     """
-    if high is None:
-        low, high = 0, low
-    for name, v in (("low", low), ("high", high)):
+    top: Any = high
+    if isinstance(top, (tuple, list)) and size == ():  # torch's randint(high, size)
+        size, top = top, None
+    if top is None:
+        low, top = 0, low
+    for name, v in (("low", low), ("high", top)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
             raise TypeError(f"randint: {name} must be an int, got {v!r}")
-    if high <= low:
+    if top <= low:
         raise ValueError(f"randint: high must be greater than low, got low={low}, "
-                         f"high={high}")
+                         f"high={top}")
     shape = _shape((size,), "randint")
-    values = _gen(generator).integers(int(high) - int(low), shape) + int(low)
-    be = backends.resolve(backend)
+    values = _gen(generator).integers(int(top) - int(low), shape) + int(low)
+    be = backends.resolve(placed_backend(backend, device, "randint"))
     return IndexTensor(be.asarray(values), be)
 
 
 def full(size: Sequence[int], fill_value: float, *, dtype: str | Format | None = None,
-         requires_grad: bool = False, backend: str | Any = "numpy") -> Any:
+         requires_grad: bool = False, backend: str | Any = "numpy", device: Any = None) -> Any:
     """Every element ``fill_value`` rounded once to ``dtype`` (float32; an int fill with
     no dtype gives an int64 tensor, as in torch)."""
     values = np.full(_shape((size,), "full"), fill_value)
-    return tensor(values, dtype, requires_grad, backend)
+    return tensor(values, dtype, requires_grad, placed_backend(backend, device, "full"))
 
 
 def zeros(*size: Any, dtype: str | Format | None = None, requires_grad: bool = False,
-          backend: str | Any = "numpy") -> Any:
-    return _float(np.zeros(_shape(size, "zeros")), dtype, requires_grad, backend)
+          backend: str | Any = "numpy", device: Any = None) -> Any:
+    return _float(np.zeros(_shape(size, "zeros")), dtype, requires_grad,
+                  placed_backend(backend, device, "zeros"))
 
 
 def ones(*size: Any, dtype: str | Format | None = None, requires_grad: bool = False,
-         backend: str | Any = "numpy") -> Any:
-    return _float(np.ones(_shape(size, "ones")), dtype, requires_grad, backend)
+         backend: str | Any = "numpy", device: Any = None) -> Any:
+    return _float(np.ones(_shape(size, "ones")), dtype, requires_grad,
+                  placed_backend(backend, device, "ones"))
 
 
 def zeros_like(input: Tensor, *, dtype: str | Format | None = None,
-               requires_grad: bool = False) -> Any:
+               requires_grad: bool = False, device: Any = None) -> Any:
     x = _like_source(input, "zeros_like")
     return zeros(x.shape, dtype=dtype or x.format, requires_grad=requires_grad,
-                 backend=x.backend)
+                 backend=x.backend if device is None else "numpy", device=device)
 
 
 def ones_like(input: Tensor, *, dtype: str | Format | None = None,
-              requires_grad: bool = False) -> Any:
+              requires_grad: bool = False, device: Any = None) -> Any:
     x = _like_source(input, "ones_like")
     return ones(x.shape, dtype=dtype or x.format, requires_grad=requires_grad,
-                backend=x.backend)
+                backend=x.backend if device is None else "numpy", device=device)
 
 
 def _like_source(input: Any, op: str) -> Tensor:
@@ -231,7 +245,7 @@ def _like_source(input: Any, op: str) -> Tensor:
 
 def arange(start: float, end: float | None = None, step: float = 1, *,
            dtype: str | Format | None = None, requires_grad: bool = False,
-           backend: str | Any = "numpy") -> Any:
+           backend: str | Any = "numpy", device: Any = None) -> Any:
     """``start, start + step, ...`` below ``end`` (``arange(n)`` is 0..n-1): int64 when
     every argument is an int and no dtype is given, as in torch; else float values rounded
     once to ``dtype`` (float32). ``requires_grad`` as in :func:`tensor` (integer results
@@ -249,4 +263,5 @@ def arange(start: float, end: float | None = None, step: float = 1, *,
         start, end = 0, start
     if step == 0:
         raise ValueError("arange: step must not be zero")
-    return tensor(np.arange(start, end, step), dtype, requires_grad, backend)
+    return tensor(np.arange(start, end, step), dtype, requires_grad,
+                  placed_backend(backend, device, "arange"))

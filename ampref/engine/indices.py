@@ -250,8 +250,18 @@ class IndexTensor(IndexStores):
     def detach(self) -> IndexTensor:
         return self
 
-    def cpu(self) -> IndexTensor:
-        return self
+    def cpu(self) -> Any:
+        return self.to("cpu")
+
+    def cuda(self) -> Any:
+        return self.to("cuda")
+
+    @property
+    def device(self) -> Any:
+        """Where the data lives (ENG-DEV-001): ``device("cpu")`` on the NumPy backend."""
+        from .device import device_of  # an upward hook, as ``to`` below
+
+        return device_of(self.backend)
 
     def long(self) -> IndexTensor:
         """int64: this tensor itself when it is one (as torch's, so writes are shared)."""
@@ -262,7 +272,14 @@ class IndexTensor(IndexStores):
         return self if self.dtype == "bool" else self._new(self.data != 0)
 
     # -- casts into a floating-point format (exact up to 2^24 in float32, then rounded) ---
-    def to(self, fmt: Any) -> Any:
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """torch's ``to``: a device moves it, ``int64``/``bool`` keep it integer, a float
+        format converts it (:meth:`to_float`); ``ampref.engine.placement.index_to``."""
+        from .placement import index_to  # an upward hook: placement builds on this module
+
+        return index_to(self, *args, **kwargs)
+
+    def to_float(self, fmt: Any) -> Any:
         """A float :class:`~ampref.engine.tensor.Tensor` of ``fmt``, each integer rounded
         once (nearest-even) from its exact value; True is 1, False is 0."""
         from .creation import tensor  # an upward hook: creation builds on this module
@@ -270,13 +287,13 @@ class IndexTensor(IndexStores):
         return tensor(self.data.astype("int64"), fmt, backend=self.backend)
 
     def float(self) -> Any:
-        return self.to("float32")
+        return self.to_float("float32")
 
     def half(self) -> Any:
-        return self.to("float16")
+        return self.to_float("float16")
 
     def bfloat16(self) -> Any:
-        return self.to("bfloat16")
+        return self.to_float("bfloat16")
 
     def double(self) -> Any:
-        return self.to("float64")
+        return self.to_float("float64")

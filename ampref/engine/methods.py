@@ -21,10 +21,11 @@ from .viewmethods import functional_ops as _F, named_dim as _one_dim
 
 
 __all__ = ["abs", "argmax", "argmin", "as_bool", "as_float", "as_int", "bfloat16", "chunk",
-           "clamp", "clone", "compare_method", "COMPARISONS", "contiguous", "cos", "cpu", "dim",
-           "double", "dtype", "float", "half", "isfinite", "isinf", "isnan", "log_softmax",
-           "masked_fill", "max", "min", "numel", "pow", "requires_grad_", "rsqrt", "sigmoid",
-           "sin", "size", "softmax", "split", "sqrt", "square", "tolist", "type_as"]
+           "clamp", "clone", "compare_method", "COMPARISONS", "contiguous", "cos", "cpu", "cuda",
+           "device", "dim", "double", "dtype", "float", "half", "isfinite", "isinf", "isnan",
+           "log_softmax", "masked_fill", "max", "min", "numel", "pow", "requires_grad_", "rsqrt",
+           "sigmoid", "sin", "size", "softmax", "split", "sqrt", "square", "to", "tolist",
+           "type_as"]
 
 
 # -- shape queries ---------------------------------------------------------------------
@@ -81,8 +82,28 @@ def contiguous(self: Any) -> Any:
     return self
 
 
+def to(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """torch's ``to`` (ENG-DEV-001): ``to(format)``, ``to(device)``, ``to(device, format)``,
+    ``to(tensor)``, keywords ``dtype``, ``device``, ``copy``, ``non_blocking``."""
+    from .placement import tensor_to  # an upward hook: placement builds on Tensor
+
+    return tensor_to(self, *args, **kwargs)
+
+
 def cpu(self: Any) -> Any:
-    return self
+    return to(self, "cpu")
+
+
+def cuda(self: Any) -> Any:
+    return to(self, "cuda")
+
+
+def device(self: Any) -> Any:
+    """Where the data lives: ``device("cpu")`` on the NumPy backend, ``cuda:0`` on a
+    device backend."""
+    from .device import device_of  # an upward hook, as ``to``
+
+    return device_of(self.backend)
 
 
 def requires_grad_(self: Any, requires_grad: bool = True) -> Any:

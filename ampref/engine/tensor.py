@@ -184,7 +184,6 @@ class Tensor:
     expand, expand_as = viewmethods.expand, viewmethods.expand_as
     clone = methods.clone
     contiguous = methods.contiguous
-    cpu = methods.cpu
     requires_grad_ = methods.requires_grad_
     sigmoid = methods.sigmoid
     sqrt, rsqrt = methods.sqrt, methods.rsqrt
@@ -242,7 +241,7 @@ class Tensor:
                     mark = scaled
                 else:
                     mark = t.grad_scale  # an unscaled contribution keeps an earlier mark
-                t.grad = g if t.grad is None else round_to(be, t.grad + g, t.format)
+                t.grad = g if t.grad is None else round_to(t.backend, t.grad + g, t.format)
                 t.grad_scale = mark
             if t.node is None:
                 continue
@@ -251,7 +250,9 @@ class Tensor:
                 if pg is None or not parent.requires_grad:
                     continue
                 raw = pg
-                pg = round_to(be, pg, parent.format)
+                # each gradient on its tensor's backend (a device move's node returns
+                # its input's gradient to the input's backend, ENG-DEV-001)
+                pg = round_to(parent.backend, pg, parent.format)
                 if observer is not None and not parent.format.covers_float32:
                     observer(parent, raw, pg)
                 if pg.shape != parent.shape:
@@ -259,8 +260,8 @@ class Tensor:
                                        f"{pg.shape} for an input of shape {parent.shape}")
                 prev = grads.get(id(parent))
                 with np.errstate(all="ignore"):  # inf - inf: NaN, as the format says
-                    grads[id(parent)] = pg if prev is None else round_to(be, prev + pg,
-                                                                         parent.format)
+                    grads[id(parent)] = pg if prev is None else round_to(
+                        parent.backend, prev + pg, parent.format)
 
     # -- operators (definitions in ampref.functional) ------------------------------------
     def __add__(self, o: Any) -> Tensor:
@@ -338,8 +339,9 @@ class Tensor:
     def relu(self) -> Tensor:
         return _F().relu(self)
 
-    def to(self, fmt: str | Format) -> Tensor:
-        return _F().to_format(self, fmt)
+    # torch's placement (ENG-DEV-001): to(format | device | both | tensor), cpu(), cuda()
+    to, cpu, cuda = methods.to, methods.cpu, methods.cuda
+    device = property(methods.device)
 
 
 def _F() -> Any:

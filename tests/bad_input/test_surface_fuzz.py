@@ -40,7 +40,8 @@ from ampref.policy import parse_policy, policy_names
 
 #: the torch bridge is part of the surface wherever torch is installed
 TORCH = importlib.util.find_spec("torch") is not None
-MODULES = ("ampref", "ampref.functional", "ampref.nn", "ampref.nn.init", "ampref.optim",
+MODULES = ("ampref", "ampref.engine.cuda", "ampref.functional", "ampref.nn", "ampref.nn.init",
+           "ampref.optim",
            "ampref.recipes",
            "ampref.tensorcore", "ampref.amp", "ampref.accumulation", "ampref.scaling",
            "ampref.formats", "ampref.policy", "ampref.testing", "ampref.distributed",
@@ -121,6 +122,7 @@ def _surface() -> dict[str, tuple[Callable[..., Any], list[Any], dict[str, Any]]
         "ampref.functional.min": (F.min, [_t(), 1], {"keepdim": True}),
         "ampref.functional.sqrt": (F.sqrt, [_t()], {}),
         "ampref.functional.rsqrt": (F.rsqrt, [_t()], {}),
+        "ampref.device": (ampref.device, ["cuda"], {"index": 0}),
         "ampref.functional.sin": (F.sin, [_t()], {}),
         "ampref.functional.cos": (F.cos, [_t()], {}),
         "ampref.functional.stack": (F.stack, [[_t(), _t()]], {"dim": 1}),
@@ -309,7 +311,8 @@ EXEMPT = {
     "ModuleDict", "ModuleList", "GELU", "ReLU", "Tanh", "Sigmoid", "SiLU", "Identity",
     "CrossEntropyLoss", "MSELoss", "NLLLoss",  # no numeric arguments of their own
     # no arguments, or internal checks that exist to raise
-    "format_names", "initial_seed", "get_kernels", "no_grad", "policy_names",
+    "format_names", "initial_seed", "get_kernels", "no_grad", "policy_names", "is_available",
+    "device_count",
     "check_int", "check_range", "check_state", "check_inputs", "exponents", "make_event",
     "store_scale",
     # hypothesis strategies and property drivers: covered by tests/test_testing.py

@@ -3,7 +3,7 @@ imports changed (issue 28): seeding, an MLP, a small GPT-style transformer and a
 Llama-style one (hand-written RMSNorm with rsqrt, SwiGLU with silu, permuted heads, a
 tril/expand/where causal mask, padding labels set to -100 in place) and a nanoGPT-style
 one (embedding tied to the head, apply() with nn.init, a causal mask buffer with
-masked_fill), integer labels,
+masked_fill), ``.to(device)`` with ``torch.cuda.is_available()``, integer labels,
 gradient accumulation, a learning-rate scheduler, checkpoint save/load/resume, accuracy
 with argmax. The same text runs under real torch (when installed) and the two
 are compared where the numerics are comparable: identical learning-rate schedules, label
@@ -197,8 +197,9 @@ def accuracy(model, x, y):
 
 
 def run(data, weights, ckpt, kind):
-    model, flat = make(kind), kind != "mlp"
-    batches = [(torch.tensor(x), torch.tensor(y)) for x, y in data]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model, flat = make(kind).to(device), kind != "mlp"
+    batches = [(torch.tensor(x).to(device), torch.tensor(y, device=device)) for x, y in data]
     if kind == "llama":
         batches = [(x, padded_labels(y)) for x, y in batches]
     load_weights(model, weights)
@@ -264,6 +265,7 @@ def _run(imports: str, kind: str, tmp_path: Path, weights: dict[str, np.ndarray]
 
 
 @pytest.mark.clause("ENG-RNG-002", "ENG-INT-001", "ENG-MTH-001", "ENG-OPT-007", "ENG-OPT-008",
+                    "ENG-DEV-001",
                     "ENG-SER-001")
 @pytest.mark.parametrize("kind", ["mlp", "gpt", "llama", "nanogpt"])
 def test_a_torch_script_runs_with_only_its_imports_changed_and_resumes_bit_identically(

@@ -14,6 +14,7 @@ from ampref.formats.table import Format, get_format
 from ..creation import tensor
 from ..indices import IndexTensor
 from ..tensor import Tensor
+from ..placement import move_in_place, parse_to
 from .tree import ModuleTree
 
 __all__ = ["IncompatibleKeys", "Module", "Parameter"]
@@ -166,6 +167,30 @@ class Module(ModuleTree):
                 p.format = f
                 p.grad = None
         return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """torch's ``Module.to`` (ENG-DEV-001): a device moves every parameter, gradient
+        and buffer there in place (exact copies); a dtype rounds the floating-point ones
+        (:meth:`to_format`); ``to(tensor)`` does both. Returns self.
+
+        Raises:
+            TypeError, ValueError: arguments ``Tensor.to`` would refuse, or a device whose
+                backend is not available here.
+        """
+        want = parse_to(args, kwargs, "Module.to")
+        if want.device is not None:
+            held: list[Tensor | IndexTensor] = [*self.parameters(), *(
+                b for _, b in self.named_buffers())]
+            move_in_place(held, want.device)
+        if want.dtype is not None:
+            self.to_format(want.dtype)
+        return self
+
+    def cpu(self) -> Module:
+        return self.to("cpu")
+
+    def cuda(self) -> Module:
+        return self.to("cuda")
 
     def _saved(self) -> dict[str, Tensor | IndexTensor]:
         """What ``state_dict`` holds, in torch's order: per module its parameters, then
