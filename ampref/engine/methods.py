@@ -25,7 +25,7 @@ __all__ = ["abs", "argmax", "argmin", "as_bool", "as_float", "as_int", "bfloat16
            "device", "dim", "double", "dtype", "float", "half", "isfinite", "isinf", "isnan",
            "log_softmax", "masked_fill", "max", "min", "numel", "pow", "requires_grad_", "rsqrt",
            "sigmoid", "sin", "size", "softmax", "split", "sqrt", "square", "to", "tolist",
-           "type_as"]
+           "type_as", "var", "std"]
 
 
 # -- shape queries ---------------------------------------------------------------------
@@ -184,6 +184,29 @@ def sqrt(self: Any) -> Any:
 
 def rsqrt(self: Any) -> Any:
     return _F().rsqrt(self)
+
+
+def var(self: Any, dim: Any = None, unbiased: builtins.bool | None = None,
+        keepdim: builtins.bool = False, *, correction: builtins.float | None = None) -> Any:
+    """torch's ``var`` with both spellings: ``unbiased`` (True: correction 1, False: 0)
+    or ``correction`` (default 1), not both (``functional.var``, ENG-VAR-001)."""
+    return _F().var(self, dim, correction=_correction(unbiased, correction), keepdim=keepdim)
+
+
+def std(self: Any, dim: Any = None, unbiased: builtins.bool | None = None,
+        keepdim: builtins.bool = False, *, correction: builtins.float | None = None) -> Any:
+    """torch's ``std``, spelled as :func:`var` is."""
+    return _F().std(self, dim, correction=_correction(unbiased, correction), keepdim=keepdim)
+
+
+def _correction(unbiased: Any, correction: Any) -> Any:
+    if unbiased is not None and correction is not None:
+        raise TypeError("var/std take unbiased or correction, not both")
+    if unbiased is not None:
+        from ampref.common.checks import check_flag
+
+        return 1 if check_flag("unbiased", unbiased) else 0
+    return 1 if correction is None else correction
 
 
 def sin(self: Any) -> Any:

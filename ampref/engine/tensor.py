@@ -188,6 +188,7 @@ class Tensor:
     sigmoid = methods.sigmoid
     sqrt, rsqrt = methods.sqrt, methods.rsqrt
     sin, cos = methods.sin, methods.cos
+    var, std = methods.var, methods.std
     abs, clamp, clip, max, min = methods.abs, methods.clamp, methods.clamp, methods.max, \
         methods.min
     square, type_as = methods.square, methods.type_as

@@ -123,6 +123,8 @@ def _surface() -> dict[str, tuple[Callable[..., Any], list[Any], dict[str, Any]]
         "ampref.functional.sqrt": (F.sqrt, [_t()], {}),
         "ampref.functional.rsqrt": (F.rsqrt, [_t()], {}),
         "ampref.device": (ampref.device, ["cuda"], {"index": 0}),
+        "ampref.functional.var": (F.var, [_t()], {"dim": 1, "correction": 0, "keepdim": True}),
+        "ampref.functional.std": (F.std, [_t()], {"dim": 1, "correction": 0, "keepdim": True}),
         "ampref.functional.sin": (F.sin, [_t()], {}),
         "ampref.functional.cos": (F.cos, [_t()], {}),
         "ampref.functional.stack": (F.stack, [[_t(), _t()]], {"dim": 1}),

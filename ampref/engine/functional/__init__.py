@@ -31,6 +31,7 @@ from .elementwise import (add, div, dropout, exp, gelu, log, masked_fill, mul, n
 from .extremes import abs, clamp, max, min
 from .linalg import conv2d, linear, matmul
 from .losses import binary_cross_entropy, cross_entropy, mse_loss, nll_loss
+from .moments import std, var
 from .norms import layer_norm, log_softmax, rms_norm, softmax
 from .reductions import mean, sum
 from .selection import tril, triu, where
@@ -80,6 +81,7 @@ __all__ = [
     "sin",
     "softmax",
     "sqrt",
+    "std",
     "stack",
     "sub",
     "sum",
@@ -88,5 +90,6 @@ __all__ = [
     "transpose",
     "tril",
     "triu",
+    "var",
     "where",
 ]
