@@ -28,6 +28,8 @@ from .engine.functional import (abs, clamp, cos, max, min, outer, rsqrt, sin, sq
 from .engine.device import device
 from .engine.indices import IndexTensor
 from .engine.methods import std, var
+from .engine.functional import sort, topk
+from .engine.sampling import multinomial
 from .engine.serialization import load, save
 from .engine.tensor import Tensor, no_grad
 from .formats.cast import as_ml_dtype, decode, encode, quantize, value_table
@@ -130,7 +132,7 @@ __all__ = [
     "rand", "randn", "randint", "zeros", "ones", "full", "arange", "zeros_like", "ones_like",
     "save", "load", "cat", "int64", "long", "where", "tril", "triu", "sqrt", "rsqrt",
     "abs", "clamp", "max", "min", "sin", "cos", "stack", "outer", "device", "cuda",
-    "var", "std",
+    "var", "std", "sort", "topk", "multinomial",
     "autocast", "Policy", "MixedPolicy", "get_policy",
     "load_policy", "functional", "nn", "optim", "amp", "get_kernels", "set_kernels",
     "use_kernels",

@@ -24,7 +24,7 @@ from ampref import backends  # type: ignore[attr-defined]  # mapped from backend
 from ampref.common.checks import real_array, same_shape
 from ampref.formats.table import FORMATS, Format
 
-from . import methods, viewmethods
+from . import methods, ordermethods, viewmethods
 from .gradmode import current_observer, is_grad_enabled, no_grad, observe_gradients
 
 __all__ = ["Node", "Tensor", "is_grad_enabled", "no_grad", "observe_gradients", "round_to",
@@ -189,6 +189,7 @@ class Tensor:
     sqrt, rsqrt = methods.sqrt, methods.rsqrt
     sin, cos = methods.sin, methods.cos
     var, std = methods.var, methods.std
+    sort, topk = ordermethods.sort, ordermethods.topk
     abs, clamp, clip, max, min = methods.abs, methods.clamp, methods.clamp, methods.max, \
         methods.min
     square, type_as = methods.square, methods.type_as

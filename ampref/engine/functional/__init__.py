@@ -33,6 +33,7 @@ from .linalg import conv2d, linear, matmul
 from .losses import binary_cross_entropy, cross_entropy, mse_loss, nll_loss
 from .moments import std, var
 from .norms import layer_norm, log_softmax, rms_norm, softmax
+from .ordering import sort, topk
 from .reductions import mean, sum
 from .selection import tril, triu, where
 from .shapes import (broadcast_to, concat, embedding, index, outer, permute, reshape, stack,
@@ -80,6 +81,7 @@ __all__ = [
     "silu",
     "sin",
     "softmax",
+    "sort",
     "sqrt",
     "std",
     "stack",
@@ -87,6 +89,7 @@ __all__ = [
     "sum",
     "tanh",
     "to_format",
+    "topk",
     "transpose",
     "tril",
     "triu",

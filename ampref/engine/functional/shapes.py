@@ -15,6 +15,7 @@ import numpy as np
 
 from ampref.common.checks import TensorIndexError, reshape_entries
 
+from ..indices import IndexTensor
 from ..tensor import Tensor
 from .elementwise import mul
 from .core import (autocast_inputs, backend_of, check_tensor, dims_of, host_index, index_data,
@@ -139,8 +140,13 @@ def embedding(input: Any, weight: Tensor) -> Tensor:
 
 
 def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Concatenate along ``dim``; autocast name ``cat`` (promote under torch-cpu)."""
-    ts = [check_tensor(t, "concat") for t in tensors]
+    """Concatenate along ``dim``; autocast name ``cat`` (promote under torch-cpu). Integer
+    tensors only: an integer tensor (bool with int64 gives int64, as torch), e.g. a token
+    sequence growing by one sampled id (ENG-INT-001)."""
+    seq: list[Any] = list(tensors)
+    if seq and all(isinstance(t, IndexTensor) for t in seq):
+        return _concat_integers(seq, dim)  # type: ignore[return-value]
+    ts = [check_tensor(t, "concat") for t in seq]
     if not ts:
         raise ValueError("concat needs at least one tensor")
     axis = one_dim(ts[0], dim)
@@ -189,3 +195,15 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
         if check_tensor(v, "outer").ndim != 1:
             raise ValueError(f"outer needs 1-D tensors, got {name} of shape {v.shape}")
     return mul(reshape(input, (-1, 1)), reshape(vec2, (1, -1)))
+
+
+def _concat_integers(ts: list[IndexTensor], dim: int) -> IndexTensor:
+    axis = one_dim(ts[0], dim)  # type: ignore[arg-type]
+    be = ts[0].backend
+    kind = "bool" if all(t.dtype == "bool" for t in ts) else "int64"
+    try:
+        out = be.xp.concatenate([t.data.astype(kind) for t in ts], axis=axis)
+    except ValueError as e:
+        raise ValueError(f"concat: shapes {[t.shape for t in ts]} do not join along dim "
+                         f"{dim}: {e}") from None
+    return IndexTensor(out, be)
