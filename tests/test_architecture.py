@@ -48,6 +48,9 @@ HOOKS = {("ampref.engine.tensor", "ampref.engine.functional"),
          ("ampref.engine.methods", "ampref.engine.placement"),
          ("ampref.engine.methods", "ampref.engine.device"),
          ("ampref.engine.indices", "ampref.engine.placement"),
+         ("ampref.engine.floatstores", "ampref.engine.tensor"),
+         ("ampref.engine.floatstores", "ampref.engine.functional.core"),
+         ("ampref.engine.floatstores", "ampref.engine.placement"),
          ("ampref.engine.indices", "ampref.engine.device")}
 
 

@@ -24,7 +24,7 @@ from ampref import backends  # type: ignore[attr-defined]  # mapped from backend
 from ampref.common.checks import real_array, same_shape
 from ampref.formats.table import FORMATS, Format
 
-from . import methods, ordermethods, viewmethods
+from . import floatstores, methods, ordermethods, viewmethods
 from .gradmode import current_observer, is_grad_enabled, no_grad, observe_gradients
 
 __all__ = ["Node", "Tensor", "is_grad_enabled", "no_grad", "observe_gradients", "round_to",
@@ -307,6 +307,17 @@ class Tensor:
 
     def __getitem__(self, idx: Any) -> Tensor:
         return _F().index(self, idx)
+
+    # in-place writes (ENG-INP-001: a fresh array each time; refused while recording a
+    # tensor that requires grad)
+    __setitem__ = floatstores.setitem
+    add_, sub_, mul_, div_ = floatstores.add_, floatstores.sub_, floatstores.mul_, \
+        floatstores.div_
+    __iadd__, __isub__, __imul__, __itruediv__ = floatstores.iadd, floatstores.isub, \
+        floatstores.imul, floatstores.idiv
+    clamp_, fill_, zero_, copy_ = floatstores.clamp_, floatstores.fill_, floatstores.zero_, \
+        floatstores.copy_
+    masked_fill_ = floatstores.masked_fill_
 
     # comparisons: elementwise bool IndexTensors, as torch's (ENG-INT-002); hashing by
     # identity, as torch's tensors hash
