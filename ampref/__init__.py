@@ -28,7 +28,7 @@ from .engine.functional import (abs, clamp, cos, max, min, outer, rsqrt, sin, sq
 from .engine.device import device
 from .engine.indices import IndexTensor
 from .engine.methods import std, var
-from .engine.functional import sort, topk
+from .engine.functional import gather, sort, topk
 from .engine.sampling import multinomial
 from .engine.serialization import load, save
 from .engine.tensor import Tensor, no_grad
@@ -132,7 +132,7 @@ __all__ = [
     "rand", "randn", "randint", "zeros", "ones", "full", "arange", "zeros_like", "ones_like",
     "save", "load", "cat", "int64", "long", "where", "tril", "triu", "sqrt", "rsqrt",
     "abs", "clamp", "max", "min", "sin", "cos", "stack", "outer", "device", "cuda",
-    "var", "std", "sort", "topk", "multinomial",
+    "var", "std", "sort", "topk", "multinomial", "gather",
     "autocast", "Policy", "MixedPolicy", "get_policy",
     "load_policy", "functional", "nn", "optim", "amp", "get_kernels", "set_kernels",
     "use_kernels",

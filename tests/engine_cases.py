@@ -10,11 +10,16 @@ from typing import Any
 
 import numpy as np
 
+import ampref
 from ampref.engine import functional as F
 
 TGT = np.array([0, 2, 1, 3])
 IDS = np.array([0, 1, 1, 3])
 MASKS = (np.arange(16).reshape(4, 4) % 3 != 0)
+#: a gather index with repeats (rows of a 4x3 input, 2 picks each)
+GATHER = np.array([[0, 2], [1, 1], [2, 0], [0, 0]])
+#: labels for a one-hot matrix (a repeated and an absent class)
+LABELS = [2, 0, 2, 1]
 
 Case = tuple[list[tuple[int, ...]], Callable[..., Any], Callable[..., Any] | None, str]
 
@@ -63,6 +68,13 @@ def cases() -> dict[str, Case]:
                  T(lambda a: a.sort(dim=0, descending=True, stable=True).values), "any"),
         "topk": ([(4, 3)], lambda a: F.topk(a, 2, 1).values, T(lambda a: a.topk(2, 1).values),
                  "any"),
+        "gather": ([(4, 3)], lambda a: F.gather(a, 1, GATHER),
+                   T(lambda a: a.gather(1, _torch()[0].tensor(GATHER))), "any"),
+        "pad": ([(4, 3)], lambda a: F.pad(a, (1, 2), value=0.5),
+                T(lambda a: _torch()[1].pad(a, (1, 2), value=0.5)), "any"),
+        "one_hot_matmul": ([(3, 2)], lambda a: F.one_hot(ampref.tensor(LABELS), 3).to(a) @ a,
+                           T(lambda a: _torch()[1].one_hot(_torch()[0].tensor(LABELS), 3)
+                             .to(a) @ a), "any"),
         "sin": ([(4, 3)], F.sin, T(lambda a: a.sin()), "any"),
         "cos": ([(4, 3)], F.cos, T(lambda a: a.cos()), "any"),
         "stack": ([(4, 3), (4, 3)], lambda a, b: F.stack([a, b], -2),

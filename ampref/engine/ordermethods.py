@@ -1,5 +1,5 @@
-"""Tensor methods that order values: ``sort`` and ``topk`` (torch's call shapes; the
-definitions are ``ampref.engine.functional.ordering``'s, ENG-ORD-001)."""
+"""Tensor methods that order or pick values: ``sort``, ``topk`` (ENG-ORD-001) and
+``gather`` (ENG-GTH-001), torch's call shapes over ``ampref.engine.functional``'s ops."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from .viewmethods import functional_ops
 
-__all__ = ["sort", "topk"]
+__all__ = ["gather", "sort", "topk"]
 
 
 def sort(self: Any, dim: int = -1, descending: bool = False, *, stable: bool = False) -> Any:
@@ -17,3 +17,7 @@ def sort(self: Any, dim: int = -1, descending: bool = False, *, stable: bool = F
 def topk(self: Any, k: int, dim: int | None = None, largest: bool = True,
          sorted: bool = True) -> Any:
     return functional_ops().topk(self, k, dim, largest, sorted)
+
+
+def gather(self: Any, dim: int, index: Any) -> Any:
+    return functional_ops().gather(self, dim, index)

@@ -189,7 +189,7 @@ class Tensor:
     sqrt, rsqrt = methods.sqrt, methods.rsqrt
     sin, cos = methods.sin, methods.cos
     var, std = methods.var, methods.std
-    sort, topk = ordermethods.sort, ordermethods.topk
+    sort, topk, gather = ordermethods.sort, ordermethods.topk, ordermethods.gather
     abs, clamp, clip, max, min = methods.abs, methods.clamp, methods.clamp, methods.max, \
         methods.min
     square, type_as = methods.square, methods.type_as

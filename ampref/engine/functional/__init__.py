@@ -29,6 +29,7 @@ from .core import to_format
 from .elementwise import (add, div, dropout, exp, gelu, log, masked_fill, mul, neg, pow, relu,
                           rsqrt, sigmoid, silu, sqrt, sub, tanh)
 from .extremes import abs, clamp, max, min
+from .gathers import gather, one_hot, pad
 from .linalg import conv2d, linear, matmul
 from .losses import binary_cross_entropy, cross_entropy, mse_loss, nll_loss
 from .moments import std, var
@@ -54,6 +55,7 @@ __all__ = [
     "dropout",
     "embedding",
     "exp",
+    "gather",
     "gelu",
     "index",
     "layer_norm",
@@ -69,7 +71,9 @@ __all__ = [
     "mul",
     "neg",
     "nll_loss",
+    "one_hot",
     "outer",
+    "pad",
     "permute",
     "pow",
     "relu",
@@ -83,8 +87,8 @@ __all__ = [
     "softmax",
     "sort",
     "sqrt",
-    "std",
     "stack",
+    "std",
     "sub",
     "sum",
     "tanh",
