@@ -78,7 +78,7 @@ step "gpu tests" 240 env AMPREF_TEST_INSTALLED=1 python3 -m pytest -q -rs -p no:
   --junitxml="$out/gpu_tests.xml" "$root/tests/backends/test_device_backend.py" \
   "$root/tests/backends/test_device_exact.py" \
   "$root/tests/bridge/test_cuda_calls.py" "$root/tests/bridge/test_nested_autocast.py" \
-  > "$out/gpu_tests.log" 2>&1
+  "$root/tests/engine/test_devices.py" > "$out/gpu_tests.log" 2>&1
 tail -n 3 "$out/gpu_tests.log"
 step "records" 240 python3 "$root/scripts/gpu_records.py" --out "$out" --device cuda --gpu "$gpu" \
   --part gemm,chain,autocast

@@ -177,8 +177,11 @@ def test_cuda_is_available_exactly_where_the_cupy_backend_works() -> None:
 
 @pytest.fixture
 def cuda(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """'cuda' mapped to the host-emulated device backend (strict arrays: an implicit
-    host transfer raises), as if a GPU were present."""
+    """'cuda' as it is: the CuPy backend on a machine with a GPU; elsewhere mapped to the
+    host-emulated device backend (strict arrays: an implicit host transfer raises), as if
+    a GPU were present."""
+    if backends.available("cupy"):
+        return backends.get("cupy")
     hostbuild = pytest.importorskip("ampref.backends.hostbuild")
     if hostbuild.host_compiler() is None:
         pytest.skip("no C++ compiler for the host build of the device kernels")
