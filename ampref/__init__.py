@@ -28,7 +28,7 @@ from .engine.functional import (abs, clamp, cos, max, min, outer, rsqrt, sin, sq
 from .engine.device import device
 from .engine.indices import IndexTensor
 from .engine.methods import std, var
-from .engine.functional import gather, sort, topk
+from .engine.functional import expm1, gather, log1p, reciprocal, sort, topk
 from .engine.sampling import multinomial
 from .engine.serialization import load, save
 from .engine.tensor import Tensor, no_grad
@@ -133,6 +133,7 @@ __all__ = [
     "save", "load", "cat", "int64", "long", "where", "tril", "triu", "sqrt", "rsqrt",
     "abs", "clamp", "max", "min", "sin", "cos", "stack", "outer", "device", "cuda",
     "var", "std", "sort", "topk", "multinomial", "gather",
+    "log1p", "expm1", "reciprocal",
     "autocast", "Policy", "MixedPolicy", "get_policy",
     "load_policy", "functional", "nn", "optim", "amp", "get_kernels", "set_kernels",
     "use_kernels",

@@ -75,6 +75,11 @@ def cases() -> dict[str, Case]:
         "one_hot_matmul": ([(3, 2)], lambda a: F.one_hot(ampref.tensor(LABELS), 3).to(a) @ a,
                            T(lambda a: _torch()[1].one_hot(_torch()[0].tensor(LABELS), 3)
                              .to(a) @ a), "any"),
+        "log1p": ([(4, 3)], F.log1p, T(lambda a: a.log1p()), "pos"),
+        "expm1": ([(4, 3)], F.expm1, T(lambda a: a.expm1()), "any"),
+        "reciprocal": ([(4, 3)], F.reciprocal, T(lambda a: a.reciprocal()), "pos"),
+        "leaky_relu": ([(4, 3)], lambda a: F.leaky_relu(a, 0.2),
+                       T(lambda a: _torch()[1].leaky_relu(a, 0.2)), "any"),
         "sin": ([(4, 3)], F.sin, T(lambda a: a.sin()), "any"),
         "cos": ([(4, 3)], F.cos, T(lambda a: a.cos()), "any"),
         "stack": ([(4, 3), (4, 3)], lambda a, b: F.stack([a, b], -2),

@@ -25,7 +25,7 @@ __all__ = ["abs", "argmax", "argmin", "as_bool", "as_float", "as_int", "bfloat16
            "device", "dim", "double", "dtype", "float", "half", "isfinite", "isinf", "isnan",
            "log_softmax", "masked_fill", "max", "min", "numel", "pow", "requires_grad_", "rsqrt",
            "sigmoid", "sin", "size", "softmax", "split", "sqrt", "square", "to", "tolist",
-           "type_as", "var", "std"]
+           "type_as", "var", "std", "log1p", "expm1", "reciprocal"]
 
 
 # -- shape queries ---------------------------------------------------------------------
@@ -207,6 +207,18 @@ def _correction(unbiased: Any, correction: Any) -> Any:
 
         return 1 if check_flag("unbiased", unbiased) else 0
     return 1 if correction is None else correction
+
+
+def log1p(self: Any) -> Any:
+    return _F().log1p(self)
+
+
+def expm1(self: Any) -> Any:
+    return _F().expm1(self)
+
+
+def reciprocal(self: Any) -> Any:
+    return _F().reciprocal(self)
 
 
 def sin(self: Any) -> Any:

@@ -187,7 +187,8 @@ class Tensor:
     requires_grad_ = methods.requires_grad_
     sigmoid = methods.sigmoid
     sqrt, rsqrt = methods.sqrt, methods.rsqrt
-    sin, cos = methods.sin, methods.cos
+    sin, cos, log1p, expm1 = methods.sin, methods.cos, methods.log1p, methods.expm1
+    reciprocal = methods.reciprocal
     var, std = methods.var, methods.std
     sort, topk, gather = ordermethods.sort, ordermethods.topk, ordermethods.gather
     abs, clamp, clip, max, min = methods.abs, methods.clamp, methods.clamp, methods.max, \

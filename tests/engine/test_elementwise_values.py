@@ -9,6 +9,7 @@ Oracles: tests/value_oracles.py (exact rational steps, nothing from ampref)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from fractions import Fraction as Q
 
 import numpy as np
@@ -24,6 +25,7 @@ from ampref.engine import functional as F
 
 # name: (engine op, operands, domain, forward oracle, backward oracle (g, inputs, y) or None)
 ONE = Q(1)
+SLOPE = r32(Q(0.2))  # leaky_relu's slope as torch's kernel holds it: float32(0.2)
 TABLE: dict[str, tuple[Callable[..., object], int, str, Callable[..., Q],
                        Callable[..., Q] | None]] = {
     "add": (lambda a, b: a + b, 2, "any", lambda a, b: r32(a + b), None),
@@ -50,6 +52,16 @@ TABLE: dict[str, tuple[Callable[..., object], int, str, Callable[..., Q],
     "cos": (F.cos, 1, "any", wide(cos_d),
             lambda g, x, y: -r32(g * r32(from_dec(sin_d(dec(x)))))),
     "sin_wide": (lambda a: F.sin(a * 64.0), 1, "any", wide(lambda d: sin_d(64 * d)), None),
+    "log1p": (F.log1p, 1, "pos", wide(lambda d: (1 + d).ln()), lambda g, x, y: r32(g / r32(1 + x))),
+    "log1p_tiny": (lambda a: F.log1p(a * 2.0**-30), 1, "any",
+                   wide(lambda d: (1 + d * Decimal(2) ** -30).ln()), None),
+    "expm1": (F.expm1, 1, "small", wide(lambda d: d.exp() - 1),
+              lambda g, x, y: r32(g * r32(y + 1))),
+    "reciprocal": (F.reciprocal, 1, "nonzero", lambda a: r32(1 / a),
+                   lambda g, x, y: r32(-g * r32(y * y))),
+    "leaky_relu": (lambda a: F.leaky_relu(a, 0.2), 1, "any",
+                   lambda a: a if a > 0 else r32(a * SLOPE),
+                   lambda g, x, y: g if x > 0 else r32(g * SLOPE)),
 }
 
 
@@ -74,7 +86,7 @@ def _differences(got: np.ndarray, want: list[float], arrays: list[np.ndarray]) -
             f"{[float(a[i]) for a in arrays]}: got {float(got[i])!r}, want {want[i]!r}")
 
 
-@pytest.mark.clause("ENG-RND-001", "ENG-BWD-001", "ENG-TRG-001")
+@pytest.mark.clause("ENG-RND-001", "ENG-BWD-001", "ENG-TRG-001", "ENG-UNA-001")
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", sorted(TABLE))
 def test_each_elementwise_formula_and_its_derivative_round_as_the_rule_says(
@@ -108,20 +120,34 @@ SPECIALS = {"sqrt": [-0.0, 0.0, np.inf, -np.inf, np.nan, -1.0, 1e-45, 4.0],
             "rsqrt": [-0.0, 0.0, np.inf, -np.inf, np.nan, -1.0, 4.0],
             "silu": [-0.0, 0.0, np.inf, -np.inf, np.nan, 1.0],
             "sin": [-0.0, 0.0, np.inf, -np.inf, np.nan, 1e-40, 1e30, -3e38],
-            "cos": [-0.0, 0.0, np.inf, -np.inf, np.nan, 1e-40, 1e30, -3e38]}
+            "cos": [-0.0, 0.0, np.inf, -np.inf, np.nan, 1e-40, 1e30, -3e38],
+            "log1p": [-1.0, -2.0, -0.0, 0.0, 1e-30, np.inf, -np.inf, np.nan],
+            "expm1": [-0.0, 0.0, 1e-30, np.inf, -np.inf, np.nan, 89.0, -100.0],
+            "reciprocal": [-0.0, 0.0, np.inf, -np.inf, np.nan, 1e-45, 3e38, -7.0],
+            "leaky_relu": [-0.0, 0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, -3e38]}
 
 
-@pytest.mark.clause("ENG-SPC-001", "ENG-TRG-001")
+@pytest.mark.clause("ENG-SPC-001", "ENG-TRG-001", "ENG-UNA-001")
 @pytest.mark.parametrize("name", sorted(SPECIALS))
-def test_sqrt_rsqrt_silu_sin_and_cos_give_torchs_special_values(name: str) -> None:
-    """Inputs: ±0, ±inf, NaN, -1, subnormals, huge arguments (sin(1e30), sin(-3e38))
-    and plain values in float32. Expected: torch's float32 results bit for bit (sqrt(-0)
-    = -0, rsqrt(±0) = ±inf, rsqrt(inf) = 0, negatives NaN, silu(-inf) = NaN, silu(-0) =
-    -0, sin(±0) = ±0, cos(±0) = 1, sin/cos(±inf) = NaN), NaN equal to any NaN. Pass:
-    equal bits or both NaN."""
+def test_unary_functions_give_torchs_special_values(name: str) -> None:
+    """Inputs: ±0, ±inf, NaN, -1, subnormals, huge arguments (sin(1e30), sin(-3e38),
+    expm1(89) overflowing) and plain values in float32. Expected: torch's float32
+    results bit for bit (sqrt(-0) = -0, rsqrt(±0) = ±inf, rsqrt(inf) = 0, negatives
+    NaN, silu(-inf) = NaN, silu(-0) = -0, sin(±0) = ±0, cos(±0) = 1, sin/cos(±inf) =
+    NaN, log1p(-1) = -inf, expm1(-inf) = -1, reciprocal(±0) = ±inf, leaky_relu(-0) =
+    -0), NaN equal to any NaN. Pass: equal bits or both NaN."""
     torch = pytest.importorskip("torch")
     x = np.array(SPECIALS[name], np.float32)
     got = getattr(F, name)(ampref.tensor(x, "float32")).numpy()
-    want = getattr(torch.nn.functional if name == "silu" else torch, name)(
+    want = getattr(torch.nn.functional if name in ("silu", "leaky_relu") else torch, name)(
         torch.tensor(x)).numpy()
     assert_bitwise_equal(got, want, nan="any", inputs=x, msg=name)
+
+
+@pytest.mark.clause("ENG-UNA-001")
+def test_log1p_of_a_subnormal_is_the_subnormal_itself() -> None:
+    """Inputs: the smallest float32 subnormals ±2^-149 and 2^-130. Expected: x itself
+    (log1p(x) = x - x^2/2 + ..., which rounds to x; torch's float32 kernel gives 0 for
+    2^-149, a documented difference). Pass: equal bits."""
+    x = np.array([2.0**-149, -(2.0**-149), 2.0**-130], np.float32)
+    assert_bitwise_equal(F.log1p(ampref.tensor(x)).numpy(), x)

@@ -6,7 +6,7 @@ linalg, reductions, shapes, norms, losses, attention, trigonometry; plumbing in
 Every op follows the rounding rules of ``specs/engine.md``:
 
 * ENG-RND-001 elementwise ops compute in float32 (+ - * / are IEEE float32 operations;
-  exp, log, tanh, erf, sqrt, sin, cos are evaluated in float64 and rounded to float32)
+  exp, log, log1p, expm1, tanh, erf, sqrt, sin, cos are evaluated in float64 and rounded to float32)
   and round once to the output format; float64 tensors compute in float64 throughout.
 * ENG-MM-001 matmul: fl_out(fl32(exact a.b)) under the default ``exact`` accumulation
   (or any model of :mod:`ampref.accumulation.models`).
@@ -40,6 +40,7 @@ from .selection import tril, triu, where
 from .shapes import (broadcast_to, concat, embedding, index, outer, permute, reshape, stack,
                      transpose)
 from .trigonometry import cos, sin
+from .unaries import expm1, leaky_relu, log1p, reciprocal
 
 __all__ = [
     "abs",
@@ -55,12 +56,15 @@ __all__ = [
     "dropout",
     "embedding",
     "exp",
+    "expm1",
     "gather",
     "gelu",
     "index",
     "layer_norm",
+    "leaky_relu",
     "linear",
     "log",
+    "log1p",
     "log_softmax",
     "masked_fill",
     "matmul",
@@ -76,6 +80,7 @@ __all__ = [
     "pad",
     "permute",
     "pow",
+    "reciprocal",
     "relu",
     "reshape",
     "rms_norm",
