@@ -29,8 +29,8 @@ from .rng import Generator
 from .tensor import Tensor
 
 __all__ = ["INTEGER_DTYPES", "Generator", "arange", "default_generator", "full", "initial_seed",
-           "manual_seed", "ones", "ones_like", "rand", "randint", "randn", "tensor", "zeros",
-           "zeros_like"]
+           "manual_seed", "ones", "ones_like", "rand", "randint", "randn", "resolve_generator",
+           "tensor", "zeros", "zeros_like"]
 
 #: the global generator of ``manual_seed`` (torch's default CPU generator's role)
 _DEFAULT = Generator(0)
@@ -150,7 +150,12 @@ def _random_float(values: Any, fmt: Any, requires_grad: bool, backend: Any,
     return out
 
 
-def _gen(generator: Generator | None) -> Generator:
+def resolve_generator(generator: Generator | None) -> Generator:
+    """``generator``, or the global one when None (every ``generator=`` argument).
+
+    Raises:
+        TypeError: not an ampref Generator.
+    """
     if generator is None:
         return _DEFAULT
     if not isinstance(generator, Generator):
@@ -163,7 +168,7 @@ def rand(*size: Any, generator: Generator | None = None, dtype: str | Format | N
          requires_grad: bool = False, backend: str | Any = "numpy",
          device: Any = None) -> Tensor:
     """Uniform values in [0, 1) on the 2^-24 grid, then rounded to ``dtype`` (float32)."""
-    u = _gen(generator).uniform(_shape(size, "rand"))
+    u = resolve_generator(generator).uniform(_shape(size, "rand"))
     return _random_float(u, dtype, requires_grad, placed_backend(backend, device, "rand"),
                          "rand")
 
@@ -172,7 +177,7 @@ def randn(*size: Any, generator: Generator | None = None, dtype: str | Format | 
           requires_grad: bool = False, backend: str | Any = "numpy",
           device: Any = None) -> Tensor:
     """Standard normal values (Box-Muller, float32), then rounded to ``dtype``."""
-    z = _gen(generator).normal(_shape(size, "randn"))
+    z = resolve_generator(generator).normal(_shape(size, "randn"))
     return _random_float(z, dtype, requires_grad, placed_backend(backend, device, "randn"),
                          "randn")
 
@@ -198,7 +203,7 @@ def randint(low: int, high: int | Sequence[int] | None = None, size: Sequence[in
         raise ValueError(f"randint: high must be greater than low, got low={low}, "
                          f"high={top}")
     shape = _shape((size,), "randint")
-    values = _gen(generator).integers(int(top) - int(low), shape) + int(low)
+    values = resolve_generator(generator).integers(int(top) - int(low), shape) + int(low)
     be = backends.resolve(placed_backend(backend, device, "randint"))
     return IndexTensor(be.asarray(values), be)
 

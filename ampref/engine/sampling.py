@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ampref.common.checks import check_flag
-from .creation import default_generator
+from .creation import resolve_generator
 from .indices import IndexTensor
 from .rng import Generator
 from .tensor import Tensor
@@ -46,9 +46,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
     if not with_replacement and num_samples > nonzero:
         raise ValueError(f"multinomial: {num_samples} samples without replacement need as many "
                          f"nonzero weights per row; a row has {nonzero}")
-    gen = default_generator() if generator is None else generator
-    if not isinstance(gen, Generator):
-        raise TypeError(f"generator must be an ampref Generator, got {type(gen).__name__}")
+    gen = resolve_generator(generator)
     u = gen.uniform((w.shape[0], int(num_samples))).astype(np.float64)
     out = np.empty(u.shape, np.int64)
     for r, row in enumerate(w):

@@ -191,13 +191,21 @@ def masked_fill(input: Tensor, mask: Any, value: float) -> Tensor:
 
 # -- unary ops ----------------------------------------------------------------------------
 
-def unary(op: str, x: Tensor, f: Any, df: Any, *, exact: bool = False) -> Tensor:
-    """y = fl_out(f(x)); df(g, x, y) gives the input gradient. ``exact`` ops (whose
-    result is already a value of x's format) skip the float64 evaluation."""
+def unary(op: str, x: Tensor, f: Any, df: Any, *, exact: bool = False,
+          storage: bool = False) -> Tensor:
+    """y = fl_out(f(x)); df(g, x, y) gives the input gradient. ``f`` runs in float64
+    (transcendentals); ``storage`` ops run it in the storage dtype's own IEEE arithmetic
+    (float32: a division, a product); ``exact`` ops (whose result is already a value of
+    x's format) skip the final rounding too."""
     x = check_tensor(x, op)
     (x,), _, _ = autocast_inputs(op, [x])
     be, fmt = x.backend, x.format
-    out = f(be.xp, x.data) if exact else round_to(be, wide_math(be, fmt, f, x.data), fmt)
+    if exact or storage:
+        with np.errstate(all="ignore"):  # 1/0 = inf, inf * 0 = NaN: the defined results
+            out = f(be.xp, x.data)
+        out = out if exact else round_to(be, out, fmt)
+    else:
+        out = round_to(be, wide_math(be, fmt, f, x.data), fmt)
     xv = x.data
 
     def bwd(g: Any) -> tuple[Any]:

@@ -18,13 +18,12 @@ else fl32(g * fl32(slope)).
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
 from ampref.common.checks import check_real
-from ..tensor import Tensor, round_to, storage_dtype
-from .core import autocast_inputs, check_tensor, make
+from ..tensor import Tensor, storage_dtype
+from .core import check_tensor
 from .elementwise import unary
 
 __all__ = ["expm1", "leaky_relu", "log1p", "reciprocal"]
@@ -40,25 +39,11 @@ def expm1(input: Tensor) -> Tensor:
     return unary("expm1", input, lambda xp, v: xp.expm1(v), lambda g, x, y: g * (y + 1))
 
 
-def _float_op(op: str, input: Tensor, f: Any, df: Any) -> Tensor:
-    """y = fl_out(f(x)) with ``f`` in the storage dtype's own IEEE arithmetic."""
-    x = check_tensor(input, op)
-    (x,), _, _ = autocast_inputs(op, [x])
-    be, fmt = x.backend, x.format
-    with np.errstate(all="ignore"):
-        out = round_to(be, f(x.data), fmt)
-    xv = x.data
-
-    def bwd(g: Any) -> tuple[Any]:
-        with np.errstate(all="ignore"):
-            return (df(g, xv, out),)
-    return make(be, out, fmt, op, [x], bwd)
-
-
 def reciprocal(input: Tensor) -> Tensor:
     """1 / x as one IEEE division (module docstring)."""
     one = storage_dtype(check_tensor(input, "reciprocal").format)(1)
-    return _float_op("reciprocal", input, lambda v: one / v, lambda g, x, y: -g * (y * y))
+    return unary("reciprocal", input, lambda xp, v: one / v, lambda g, x, y: -g * (y * y),
+                 storage=True)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
@@ -69,5 +54,5 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
     with np.errstate(over="ignore"):  # fl32 of a slope past float32's range is ±inf
         s = storage_dtype(x.format)(slope)
     xp = x.backend.xp
-    return _float_op("leaky_relu", x, lambda v: xp.where(v > 0, v, v * s),
-                     lambda g, v, y: xp.where(v > 0, g, g * s))
+    return unary("leaky_relu", x, lambda xp_, v: xp_.where(v > 0, v, v * s),
+                 lambda g, v, y: xp.where(v > 0, g, g * s), storage=True)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ampref.common.checks import check_real
-from ..creation import default_generator
+from ..creation import resolve_generator
 from ..rng import Generator
 from ..tensor import Tensor, round_to
 
@@ -94,7 +94,7 @@ def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0,
     if max(abs(lo), abs(hi)) > F32_MAX:
         raise ValueError(f"uniform_ bounds must lie within float32's range (±{F32_MAX!r}), "
                          f"got a={lo!r}, b={hi!r}")
-    return _store(t, _gen(generator).uniform(t.shape, lo, hi))
+    return _store(t, resolve_generator(generator).uniform(t.shape, lo, hi))
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0,
@@ -102,7 +102,7 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0,
     """Values mean + std * z, z standard normal (Generator.normal)."""
     t = _target(tensor, "normal_")
     mu, sd = check_real("normal_ mean", mean), _std("normal_", std)
-    return _store(t, _gen(generator).normal(t.shape, sd, mu))
+    return _store(t, resolve_generator(generator).normal(t.shape, sd, mu))
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
@@ -125,7 +125,7 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
     if mass < MIN_TRUNC_MASS:
         raise ValueError(f"trunc_normal_: [{lo!r}, {hi!r}] holds {mass:.3g} of N({mu!r}, "
                          f"{sd!r}^2), less than {MIN_TRUNC_MASS}: move a, b or the mean")
-    gen = _gen(generator)
+    gen = resolve_generator(generator)
     with np.errstate(over="ignore"):  # a bound past float32's range rounds to ±inf
         lo32, hi32 = np.float32(lo), np.float32(hi)
     values = gen.normal(t.shape, sd, mu).reshape(-1)
@@ -244,15 +244,6 @@ def _check_fits(v: float, t: Tensor) -> None:
     if math.isfinite(v) and abs(v) > t.format.max:
         raise ValueError(f"nn.init.constant_: {v!r} overflows {t.format.name}, whose largest "
                          f"finite value is {t.format.max!r}")
-
-
-def _gen(generator: Generator | None) -> Generator:
-    if generator is None:
-        return default_generator()
-    if not isinstance(generator, Generator):
-        raise TypeError(f"generator must be an ampref Generator, got "
-                        f"{type(generator).__name__}")
-    return generator
 
 
 def _std(fn: str, std: Any) -> float:
